@@ -1,0 +1,81 @@
+/*
+ * options: the one table of every tiermalloc option.
+ *
+ * Each option is read once, at start-up, from the environment variable
+ * TIERMALLOC_<NAME>, without allocating. A bad value prints one line
+ *   tiermalloc: TIERMALLOC_X='12Q' is not a size; using default (1T)
+ * and the default is used. Nothing aborts. env.example lists the same table
+ * (a unit test keeps the two in step).
+ */
+#ifndef TM_OPTIONS_H
+#define TM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef enum tm_option_type_e {
+  TM_OPT_BOOL,    /* 1/0, true/false, yes/no, on/off (any case) */
+  TM_OPT_UINT,    /* decimal, 0 .. 2^63-1 */
+  TM_OPT_SIZE,    /* bytes: 4096, 64K, 512M, 2G, 1T (powers of 1024, optional B/iB);
+                     or N% of a whole that the user of the option supplies */
+  TM_OPT_ENUM,    /* one of the '|'-separated words in `choices` */
+  TM_OPT_STRING,  /* any text up to TM_OPT_STRING_MAX-1 bytes */
+} tm_option_type_t;
+
+#define TM_OPT_STRING_MAX 256
+
+/*     id                 type           default  choices           doc */
+#define TM_OPTIONS(X)                                                                              \
+  X(TIERS,             TM_OPT_STRING, "",      NULL,             "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
+  X(TOPTIER_MAX,       TM_OPT_SIZE,   "100%",  NULL,             "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
+  X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,             "address space reserved for each tier (costs no memory)") \
+  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: one per CPU") \
+  X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,             "ms before unused dirty pages are returned to the kernel") \
+  X(BACKGROUND_THREAD, TM_OPT_BOOL,   "1",     NULL,             "let a background thread return unused pages (no purging on the allocating thread)") \
+  X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json", "print per-tier stats at exit") \
+  X(STATS_FILE,        TM_OPT_STRING, "",      NULL,             "append the exit stats to this file instead of stderr") \
+  X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,             "print the topology and the options in force at start-up")
+
+typedef enum tm_option_id_e {
+#define TM_OPTION_ID_(id, type, def, choices, doc) TM_OPTION_##id,
+  TM_OPTIONS(TM_OPTION_ID_)
+#undef TM_OPTION_ID_
+  TM_OPTION_COUNT
+} tm_option_id_t;
+
+typedef struct tm_option_desc_s {
+  const char *name;       /* "TIERS": the variable is TIERMALLOC_TIERS */
+  tm_option_type_t type;
+  const char *def;        /* default, as text in the option's own syntax */
+  const char *choices;    /* TM_OPT_ENUM only */
+  const char *doc;
+} tm_option_desc_t;
+
+typedef struct tm_option_value_s {
+  uint64_t num;           /* BOOL 0/1, UINT, SIZE in bytes or percent, ENUM index */
+  bool percent;           /* SIZE given as N% (num is N, 0..100) */
+  bool set;               /* came from the environment (not the default) */
+  char str[TM_OPT_STRING_MAX];  /* STRING */
+} tm_option_value_t;
+
+extern const tm_option_desc_t tm_option_descs[TM_OPTION_COUNT];
+
+/* Parses text as option id's type. Pure (no I/O, no allocation).
+ * Returns 0, or EINVAL (not of the type: junk, empty, bad suffix, unknown
+ * word, percent > 100) or ERANGE (too large). *out is untouched on error. */
+int tm_option_parse(tm_option_id_t id, const char *text, tm_option_value_t *out);
+
+/* Reads every TIERMALLOC_* variable (getenv, no allocation), warning on bad
+ * values and on unknown TIERMALLOC_* names. Idempotent; call before reading. */
+void tm_options_init(void);
+
+/* Resets every option to its default and parses `env` (NULL-terminated
+ * "NAME=value" strings) instead of the process environment; for tests. */
+void tm_options_init_from(char *const *env);
+
+const tm_option_value_t *tm_option(tm_option_id_t id);
+
+/* A SIZE option in bytes; a percentage is taken of `whole`. */
+uint64_t tm_option_size(tm_option_id_t id, uint64_t whole);
+
+#endif

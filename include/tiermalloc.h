@@ -1,0 +1,99 @@
+/*
+ * tiermalloc: a malloc that places memory on tiers (DRAM, CXL, HBM...).
+ *
+ * The one public header. A program gets tiermalloc either by linking
+ * -ltiermalloc or by LD_PRELOAD=libtiermalloc.so; in both cases malloc, free
+ * and the rest of the C and C++ allocation entry points are tiermalloc's, and
+ * the tier_* functions below are available.
+ *
+ * Error convention (every tier_* function follows it):
+ *   - functions that return a pointer return NULL on failure and set errno,
+ *     exactly as malloc does (ENOMEM: no memory, EINVAL: bad argument);
+ *   - functions that return int return 0 on success or a positive errno value
+ *     on failure, as pthread functions do; they do not touch errno;
+ *   - tier_of and tier_count never fail: tier_of returns TIER_NONE for memory
+ *     that tiermalloc does not place.
+ *   - nothing aborts and nothing prints, except tier_stats_print to its writer.
+ */
+#ifndef TIERMALLOC_H
+#define TIERMALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIER_MAX_TIERS 8        /* tiers above this are folded into the last */
+#define TIER_MAX_NODES 1024     /* Linux's largest NODES_SHIFT is 10 */
+#define TIER_NONE (-1)          /* tier_of: not memory that tiermalloc placed */
+
+/* Number of tiers, at least 1. Tier 0 is the top (fastest). */
+int tier_count(void);
+
+/* Tier whose reserved range holds p, or TIER_NONE. O(1), no syscall.
+ * This is where tiermalloc asked the kernel to place p's pages; where the
+ * pages actually are is measured by tier_stats_get (resident). */
+int tier_of(const void *p);
+
+/* Like malloc, but from arenas pinned to tier `tier` (no fallback to another
+ * tier). tier_malloc(0, t) returns a unique pointer. EINVAL for a tier out of
+ * range, ENOMEM when the tier's range is exhausted. */
+void *tier_malloc(size_t size, int tier);
+
+/* Frees memory from tier_malloc or any tiermalloc entry point; NULL is a no-op. */
+void tier_free(void *p);
+
+/* ---- Statistics ----------------------------------------------------------
+ * Each field is defined once, here; the text and JSON printers and the
+ * tests walk these lists. All values are bytes.
+ *   allocated <= committed <= mapped, and resident <= committed, per tier.
+ */
+#define TIER_STATS_VERSION 1
+
+#define TIER_STATS_TIER_FIELDS(X)                                              \
+  X(capacity,  "memory of the tier's nodes (node meminfo MemTotal)")          \
+  X(mapped,    "address space handed to the allocator from the tier's range") \
+  X(committed, "mapped bytes that are readable and writable")                 \
+  X(allocated, "bytes in live allocations (usable size) on the tier's range") \
+  X(resident,  "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
+
+#define TIER_STATS_GLOBAL_FIELDS(X)                                            \
+  X(unplaced_allocated, "live bytes outside every tier range (memory jemalloc had before tiermalloc started)") \
+  X(resident_other,     "bytes of the tiered ranges on nodes that belong to no tier") \
+  X(resident_sample_ns, "how long the last resident measurement took")
+
+#define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
+
+typedef struct tier_stats_tier_s {
+#define TIER_STATS_FIELD_(name, doc) uint64_t name;
+  TIER_STATS_TIER_FIELDS(TIER_STATS_FIELD_)
+  uint64_t nodes[TIER_NODE_WORDS];  /* bit n set: NUMA node n is in the tier */
+} tier_stats_tier_t;
+
+typedef struct tier_stats_s {
+  uint32_t version;                 /* TIER_STATS_VERSION */
+  uint32_t ntiers;
+  TIER_STATS_GLOBAL_FIELDS(TIER_STATS_FIELD_)
+#undef TIER_STATS_FIELD_
+  tier_stats_tier_t tier[TIER_MAX_TIERS];
+} tier_stats_t;
+
+/* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built
+ * against an older, shorter struct still works). Measures resident bytes now.
+ * Returns 0, or EINVAL when out is NULL or size is too small for the header. */
+int tier_stats_get(tier_stats_t *out, size_t size);
+
+typedef enum tier_stats_format_e { TIER_STATS_TEXT = 0, TIER_STATS_JSON = 1 } tier_stats_format_t;
+
+/* Receives the printed stats in pieces; len bytes, not NUL-terminated. */
+typedef void tier_write_fn(void *arg, const char *buf, size_t len);
+
+/* Measures and prints the stats through write(arg, ...). Returns 0 or EINVAL. */
+int tier_stats_print(tier_write_fn *write, void *arg, tier_stats_format_t format);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TIERMALLOC_H */
