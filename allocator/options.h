@@ -29,7 +29,7 @@ typedef enum tm_option_type_e {
   X(TIERS,             TM_OPT_STRING, "",      NULL,             "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
   X(TOPTIER_MAX,       TM_OPT_SIZE,   "100%",  NULL,             "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
   X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,             "address space reserved for each tier (costs no memory)") \
-  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: one per CPU") \
+  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
   X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,             "ms before unused dirty pages are returned to the kernel") \
   X(BACKGROUND_THREAD, TM_OPT_BOOL,   "1",     NULL,             "let a background thread return unused pages (no purging on the allocating thread)") \
   X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json", "print per-tier stats at exit") \

@@ -1,0 +1,133 @@
+#include "account.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "arena.h"
+#include "je.h"
+#include "startup.h"
+
+__thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec")));
+
+static pthread_mutex_t account_lock = PTHREAD_MUTEX_INITIALIZER;
+static tm_thread_t *account_threads;          /* registry of READY threads */
+static uint64_t account_dead_alloc[TM_NCOUNT]; /* folded from exited threads */
+static uint64_t account_dead_freed[TM_NCOUNT];
+static _Atomic uint64_t account_late_alloc[TM_NCOUNT];
+static _Atomic uint64_t account_late_freed[TM_NCOUNT];
+static pthread_key_t account_key;
+static bool account_key_ok;
+
+static void account_unlink_locked(tm_thread_t *t)
+{
+  for (int i = 0; i < TM_NCOUNT; i++) {
+    account_dead_alloc[i] += __atomic_load_n(&t->alloc[i], __ATOMIC_RELAXED);
+    account_dead_freed[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
+    t->alloc[i] = t->freed[i] = 0;
+  }
+  if (t->prev) t->prev->next = t->next;
+  else account_threads = t->next;
+  if (t->next) t->next->prev = t->prev;
+  t->next = t->prev = NULL;
+}
+
+/* Thread exit: the TLS block is freed after the key destructors, so the
+ * thread must leave the registry here. Calls it makes later are "late". */
+static void account_thread_exit(void *arg)
+{
+  tm_thread_t *t = arg;
+  t->state = TM_THREAD_DEAD;
+  tm_arena_thread_exit(t);
+  pthread_mutex_lock(&account_lock);
+  account_unlink_locked(t);
+  pthread_mutex_unlock(&account_lock);
+}
+
+tm_thread_t *tm_thread_prepare(void)
+{
+  tm_thread_t *t = &tm_tls;
+  if (t->state != TM_THREAD_NEW) return t->state == TM_THREAD_READY ? t : NULL;
+  t->state = TM_THREAD_BUSY;
+  if (tm_start() != 0) {
+    /* Start-up is running on another path of this thread (a nested call). */
+    t->state = TM_THREAD_NEW;
+    return NULL;
+  }
+  tm_arena_thread_bind();
+  size_t sz = sizeof(t->allocp);
+  if (tmje_mallctl("thread.allocatedp", (void *)&t->allocp, &sz, NULL, 0) != 0 ||
+      tmje_mallctl("thread.deallocatedp", (void *)&t->deallocp, &sz, NULL, 0) != 0) {
+    t->state = TM_THREAD_DEAD;   /* jemalloc without stats: count everything late */
+    return NULL;
+  }
+  pthread_mutex_lock(&account_lock);
+  t->next = account_threads;
+  if (t->next) t->next->prev = t;
+  account_threads = t;
+  pthread_mutex_unlock(&account_lock);
+  /* May allocate (keys >= 32): this thread is BUSY, so that nests safely. */
+  if (account_key_ok) pthread_setspecific(account_key, t);
+  t->state = TM_THREAD_READY;
+  return t;
+}
+
+void tm_account_late(const void *p, size_t usable, int freed)
+{
+  unsigned i = tm_range_index(p);
+  atomic_fetch_add_explicit(freed ? &account_late_freed[i] : &account_late_alloc[i], usable,
+                            memory_order_relaxed);
+}
+
+void tm_account_allocated(uint64_t out[TM_NCOUNT])
+{
+  uint64_t a[TM_NCOUNT], f[TM_NCOUNT];
+  pthread_mutex_lock(&account_lock);
+  for (int i = 0; i < TM_NCOUNT; i++) {
+    a[i] = account_dead_alloc[i] + atomic_load_explicit(&account_late_alloc[i], memory_order_relaxed);
+    f[i] = account_dead_freed[i] + atomic_load_explicit(&account_late_freed[i], memory_order_relaxed);
+  }
+  for (tm_thread_t *t = account_threads; t; t = t->next) {
+    for (int i = 0; i < TM_NCOUNT; i++) {
+      a[i] += __atomic_load_n(&t->alloc[i], __ATOMIC_RELAXED);
+      f[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
+    }
+  }
+  pthread_mutex_unlock(&account_lock);
+  /* Threads are read one after another, so a block freed by one thread may be
+   * seen before its allocation by another: clamp, never report negative. */
+  for (int i = 0; i < TM_NCOUNT; i++) out[i] = a[i] > f[i] ? a[i] - f[i] : 0;
+}
+
+static void account_prefork(void)
+{
+  pthread_mutex_lock(&account_lock);
+}
+
+static void account_postfork_parent(void)
+{
+  pthread_mutex_unlock(&account_lock);
+}
+
+/* Only the forking thread exists in the child: the other registered threads'
+ * TLS blocks are gone with their threads (their stacks may be reused), so
+ * fold their counts in and drop them before anyone reads the registry. */
+static void account_postfork_child(void)
+{
+  tm_thread_t *self = &tm_tls;
+  tm_thread_t *t = account_threads;
+  while (t) {
+    tm_thread_t *next = t->next;
+    if (t != self) account_unlink_locked(t);
+    t = next;
+  }
+  pthread_mutex_init(&account_lock, NULL);
+}
+
+int tm_account_init(void)
+{
+  int err = pthread_key_create(&account_key, account_thread_exit);
+  account_key_ok = err == 0;
+  int ferr = pthread_atfork(account_prefork, account_postfork_parent, account_postfork_child);
+  return err ? err : ferr;
+}

@@ -1,0 +1,188 @@
+#include "arena.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "account.h"
+#include "log.h"
+#include "policy.h"
+#include "range.h"
+
+#define ARENA_PAGE ((size_t)4096)
+
+/* The tier a hook table serves travels with the table: jemalloc passes the
+ * table to every hook, so the hook finds its tier without a lookup. */
+typedef struct arena_hooks_s {
+  extent_hooks_t h;   /* first: the hooks' extent_hooks_t * is this struct */
+  unsigned tier;
+  bool pinned;
+} arena_hooks_t;
+
+static arena_hooks_t arena_auto;
+static arena_hooks_t arena_pinned[TIER_MAX_TIERS];
+static unsigned arena_pinned_ind[TIER_MAX_TIERS];
+static unsigned arena_nauto;
+static _Atomic unsigned arena_next_bind;
+static bool arena_ready;
+
+/* Contract (jemalloc extent_alloc_t): return size bytes aligned to
+ * alignment, or NULL. new_addr is a request to extend in place; ranges only
+ * grow by bump, so refuse it. Fresh range memory is zeroed and committed. */
+static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment,
+                         bool *zero, bool *commit, unsigned arena_ind)
+{
+  if (new_addr != NULL) return NULL;
+  const arena_hooks_t *ah = (const arena_hooks_t *)h;
+  void *p = tm_policy_carve(ah->tier, ah->pinned, size,
+                            alignment < ARENA_PAGE ? ARENA_PAGE : alignment);
+  if (p == NULL) return NULL;
+  *zero = true;
+  *commit = true;
+  return p;
+}
+
+/* Opt out (true): jemalloc retains the address space; the range never
+ * shrinks. The pages were already given back by a purge. */
+static bool arena_dalloc(extent_hooks_t *h, void *addr, size_t size, bool committed,
+                         unsigned arena_ind)
+{
+  return true;
+}
+
+static void arena_destroy(extent_hooks_t *h, void *addr, size_t size, bool committed,
+                          unsigned arena_ind)
+{
+  tm_range_os()->purge(addr, size, 0);
+}
+
+static bool arena_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
+                         size_t length, unsigned arena_ind)
+{
+  return tm_range_os()->commit((char *)addr + offset, length) != 0;
+}
+
+/* Opt out: decommitting (PROT_NONE) would split the range's VMA at every
+ * extent; jemalloc then purges instead, which returns the pages just the same. */
+static bool arena_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
+                           size_t length, unsigned arena_ind)
+{
+  return true;
+}
+
+static bool arena_purge_lazy(extent_hooks_t *h, void *addr, size_t size, size_t offset,
+                             size_t length, unsigned arena_ind)
+{
+  return tm_range_os()->purge((char *)addr + offset, length, 1) != 0;
+}
+
+static bool arena_purge_forced(extent_hooks_t *h, void *addr, size_t size, size_t offset,
+                               size_t length, unsigned arena_ind)
+{
+  return tm_range_os()->purge((char *)addr + offset, length, 0) != 0;
+}
+
+static bool arena_split(extent_hooks_t *h, void *addr, size_t size, size_t size_a,
+                        size_t size_b, bool committed, unsigned arena_ind)
+{
+  return false;
+}
+
+/* Two extents merge only within one tier's range: a merged extent must have
+ * one tier (the guard gap makes cross-range neighbours impossible anyway). */
+static bool arena_merge(extent_hooks_t *h, void *addr_a, size_t size_a, void *addr_b,
+                        size_t size_b, bool committed, unsigned arena_ind)
+{
+  return tm_range_index(addr_a) != tm_range_index(addr_b);
+}
+
+static const extent_hooks_t arena_ops = {
+  .alloc = arena_alloc,
+  .dalloc = arena_dalloc,
+  .destroy = arena_destroy,
+  .commit = arena_commit,
+  .decommit = arena_decommit,
+  .purge_lazy = arena_purge_lazy,
+  .purge_forced = arena_purge_forced,
+  .split = arena_split,
+  .merge = arena_merge,
+};
+
+extent_hooks_t *tm_arena_hooks(unsigned tier, bool pinned)
+{
+  return pinned ? &arena_pinned[tier].h : &arena_auto.h;
+}
+
+int tm_arenas_init(unsigned ntiers)
+{
+  arena_auto = (arena_hooks_t){ .h = arena_ops, .tier = 0, .pinned = false };
+  unsigned narenas = 0;
+  size_t sz = sizeof(narenas);
+  int err = tmje_mallctl("opt.narenas", &narenas, &sz, NULL, 0);
+  if (err) return err;
+  /* Writing arena.<i>.extent_hooks initialises an automatic arena that does
+   * not exist yet with these hooks, so no automatic arena ever uses mmap. */
+  for (unsigned i = 0; i < narenas; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "arena.%u.extent_hooks", i);
+    extent_hooks_t *hooks = &arena_auto.h;
+    err = tmje_mallctl(name, NULL, NULL, &hooks, sizeof(hooks));
+    if (err) {
+      tm_warn("cannot set extent hooks of arena %u (errno %d)", i, err);
+      return err;
+    }
+  }
+  for (unsigned t = 0; t < ntiers; t++) {
+    arena_pinned[t] = (arena_hooks_t){ .h = arena_ops, .tier = t, .pinned = true };
+    extent_hooks_t *hooks = &arena_pinned[t].h;
+    sz = sizeof(arena_pinned_ind[t]);
+    err = tmje_mallctl("arenas.create", &arena_pinned_ind[t], &sz, &hooks, sizeof(hooks));
+    if (err) {
+      tm_warn("cannot create the arena of tier %u (errno %d)", t, err);
+      return err;
+    }
+  }
+  arena_nauto = narenas;
+  arena_ready = true;
+  return 0;
+}
+
+void tm_arena_thread_bind(void)
+{
+  if (arena_nauto < 2) return;
+  unsigned n = atomic_fetch_add_explicit(&arena_next_bind, 1, memory_order_relaxed);
+  unsigned ind = 1 + n % (arena_nauto - 1);
+  tmje_mallctl("thread.arena", NULL, NULL, &ind, sizeof(ind));
+}
+
+bool tm_arenas_ready(void)
+{
+  return arena_ready;
+}
+
+int tm_arena_pinned_flags(unsigned tier)
+{
+  return MALLOCX_ARENA(arena_pinned_ind[tier]);
+}
+
+int tm_arena_tcache_flags(tm_thread_t *t, unsigned tier)
+{
+  if (t == NULL) return MALLOCX_TCACHE_NONE;
+  if (t->tcache[tier] == 0) {
+    unsigned tc;
+    size_t sz = sizeof(tc);
+    if (tmje_mallctl("tcache.create", &tc, &sz, NULL, 0) != 0) return MALLOCX_TCACHE_NONE;
+    t->tcache[tier] = tc + 1;
+  }
+  return MALLOCX_TCACHE(t->tcache[tier] - 1);
+}
+
+void tm_arena_thread_exit(tm_thread_t *t)
+{
+  for (unsigned i = 0; i < TIER_MAX_TIERS; i++) {
+    if (t->tcache[i] == 0) continue;
+    unsigned tc = t->tcache[i] - 1;
+    t->tcache[i] = 0;
+    tmje_mallctl("tcache.destroy", NULL, NULL, &tc, sizeof(tc));
+  }
+}

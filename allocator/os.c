@@ -1,0 +1,56 @@
+#include "os.h"
+
+#include <errno.h>
+#include <numaif.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef MPOL_PREFERRED_MANY
+#define MPOL_PREFERRED_MANY 5
+#endif
+
+static int os_reserve(size_t size, void **out)
+{
+  void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return errno;
+  *out = p;
+  return 0;
+}
+
+static int os_commit(void *p, size_t size)
+{
+  return mprotect(p, size, PROT_READ | PROT_WRITE) == 0 ? 0 : errno;
+}
+
+/* The mbind syscall directly: libnuma's wrapper is the same call, but going
+ * through syscall() keeps this file free of libnuma's initialisation. */
+static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, unsigned long maxnode)
+{
+  return syscall(SYS_mbind, p, size, mode, mask, maxnode, 0UL) == 0 ? 0 : errno;
+}
+
+static int os_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
+{
+  /* The kernel reads maxnode-1 bits; one more than our mask holds. */
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY, (const unsigned long *)nodes->w,
+                     TIER_MAX_NODES + 1);
+  if (err == EINVAL) {
+    tm_nodemask_t one = {{0}};
+    tm_nodemask_set(&one, first_node);
+    err = os_mbind(p, size, MPOL_PREFERRED, (const unsigned long *)one.w, TIER_MAX_NODES + 1);
+  }
+  return err;
+}
+
+static int os_purge(void *p, size_t size, int lazy)
+{
+  return madvise(p, size, lazy ? MADV_FREE : MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+const tm_os_t tm_os_linux = {
+  .reserve = os_reserve,
+  .commit = os_commit,
+  .bind = os_bind,
+  .purge = os_purge,
+};

@@ -1,0 +1,36 @@
+/*
+ * os: the kernel primitives the tier ranges use, behind one ops table so a
+ * unit test can wrap them in a recording pass-through double.
+ *
+ * Each returns 0 on success or a positive errno (the error convention of
+ * include/tiermalloc.h); none allocates or prints.
+ */
+#ifndef TM_OS_H
+#define TM_OS_H
+
+#include <stddef.h>
+
+#include "topology.h"
+
+typedef struct tm_os_s {
+  /* Reserves size bytes of address space: PROT_NONE, MAP_NORESERVE, so it
+   * costs no memory and no commit charge. *out receives the start. */
+  int (*reserve)(size_t size, void **out);
+  /* Makes [p, p+size) readable and writable (adjacent RW parts merge into one
+   * VMA). Private anonymous pages are zero on first touch. */
+  int (*commit)(void *p, size_t size);
+  /* Asks the kernel to place future pages of [p, p+size) on `nodes`,
+   * preferring them but falling back to other nodes when they are full
+   * (MPOL_PREFERRED_MANY; MPOL_PREFERRED on first_node for kernels < 5.15).
+   * Pages already present are not moved. */
+  int (*bind)(void *p, size_t size, const tm_nodemask_t *nodes, int first_node);
+  /* Returns the pages of [p, p+size) to the kernel. lazy: MADV_FREE (the
+   * kernel takes them under pressure, contents undefined until then);
+   * otherwise MADV_DONTNEED (the next touch reads zero). */
+  int (*purge)(void *p, size_t size, int lazy);
+} tm_os_t;
+
+/* The real primitives. */
+extern const tm_os_t tm_os_linux;
+
+#endif

@@ -1,0 +1,30 @@
+/*
+ * policy: which tier a new extent goes to.
+ *
+ * The seam the budgets plug into. Today: an extent goes to the preferred
+ * tier while that tier's budget (max) has room for it, else to the next tier
+ * down, and as a last resort to any tier with address space left. The only
+ * budget today is TIERMALLOC_TOPTIER_MAX on tier 0; lower tiers are
+ * unlimited. Counted in mapped bytes: the hooks know them exactly, and
+ * resident <= mapped, so a budget in mapped bytes is never exceeded in pages.
+ * Called from extent hooks only (slow path).
+ */
+#ifndef TM_POLICY_H
+#define TM_POLICY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "topology.h"
+
+/* Sets the budgets from the options and the topology. */
+void tm_policy_init(const tm_topology_t *topo);
+
+/* Carves an extent for an arena that prefers tier `pref`; pinned arenas
+ * (tier_malloc) take only `pref`. Returns the memory or NULL. */
+void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align);
+
+/* The max budget of tier t in bytes (UINT64_MAX: unlimited). */
+uint64_t tm_policy_max(unsigned t);
+
+#endif

@@ -1,0 +1,88 @@
+#include "range.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+
+#include "log.h"
+
+#define RANGE_ALIGN ((size_t)2 << 20)
+#define RANGE_MIN ((size_t)1 << 30)
+
+tm_ranges_t tm_ranges;
+
+static const tm_os_t *range_os = &tm_os_linux;
+static _Atomic uintptr_t range_next[TIER_MAX_TIERS];   /* bump pointers */
+static _Atomic uint64_t range_carved[TIER_MAX_TIERS];
+
+static unsigned range_log2_ceil(size_t x)
+{
+  unsigned s = 0;
+  while (((size_t)1 << s) < x) s++;
+  return s;
+}
+
+int tm_ranges_init(const tm_topology_t *topo, size_t size, const tm_os_t *os)
+{
+  range_os = os;
+  unsigned n = (unsigned)topo->ntiers;
+  size = (size + RANGE_ALIGN - 1) & ~(RANGE_ALIGN - 1);
+  if (size < RANGE_MIN) size = RANGE_MIN;
+  int err = 0;
+  void *base = NULL;
+  unsigned shift = 0;
+  for (; size >= RANGE_MIN; size /= 2) {
+    /* stride > size leaves a guard of at least one stride - size bytes. */
+    shift = range_log2_ceil(size + RANGE_ALIGN);
+    err = os->reserve((size_t)n << shift, &base);
+    if (err == 0) break;
+  }
+  if (err != 0) {
+    tm_warn("cannot reserve address space for %u tier ranges (%s); tiers are not placed", n,
+            err == ENOMEM ? "out of address space" : "mmap failed");
+    return err;
+  }
+  for (unsigned i = 0; i < n; i++) {
+    uintptr_t start = (uintptr_t)base + ((uintptr_t)i << shift);
+    /* The first RANGE_ALIGN bytes stay PROT_NONE: the range's RW part can
+     * then never merge with a mapping below it, so each numa_maps line of a
+     * range starts inside the range. */
+    atomic_store_explicit(&range_next[i], start + RANGE_ALIGN, memory_order_relaxed);
+    if (n > 1) {
+      int berr = os->bind((void *)start, size, &topo->tier[i].nodes, topo->tier[i].first_node);
+      if (berr != 0 && i == 0)
+        tm_warn("mbind failed (errno %d); pages go where the kernel puts them", berr);
+    }
+  }
+  tm_ranges.base = (uintptr_t)base;
+  tm_ranges.shift = shift;
+  tm_ranges.size = size;
+  tm_ranges.n = n;
+  return 0;
+}
+
+void *tm_range_carve(unsigned i, size_t size, size_t align)
+{
+  if (i >= tm_ranges.n) return NULL;
+  uintptr_t limit = tm_ranges.base + ((uintptr_t)i << tm_ranges.shift) + tm_ranges.size;
+  uintptr_t cur = atomic_load_explicit(&range_next[i], memory_order_relaxed);
+  uintptr_t start;
+  do {
+    start = (cur + align - 1) & ~(uintptr_t)(align - 1);
+    if (start < cur || start + size < start || start + size > limit) return NULL;
+  } while (!atomic_compare_exchange_weak_explicit(&range_next[i], &cur, start + size,
+                                                  memory_order_relaxed, memory_order_relaxed));
+  /* An alignment gap below start stays PROT_NONE and is never used. */
+  if (range_os->commit((void *)start, size) != 0) return NULL;
+  atomic_fetch_add_explicit(&range_carved[i], size, memory_order_relaxed);
+  return (void *)start;
+}
+
+uint64_t tm_range_mapped(unsigned i)
+{
+  return i < TIER_MAX_TIERS ? atomic_load_explicit(&range_carved[i], memory_order_relaxed) : 0;
+}
+
+const tm_os_t *tm_range_os(void)
+{
+  return range_os;
+}

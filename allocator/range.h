@@ -1,0 +1,61 @@
+/*
+ * range: one reserved address range per tier.
+ *
+ * All ranges live in one reservation, tier i at base + i*stride, each of
+ * `size` bytes (the first 2 MiB an unused PROT_NONE guard) followed by more
+ * PROT_NONE guard up to the next stride (stride > size),
+ * so "which tier owns p" is a subtract, a shift and a compare, and the
+ * kernel never merges two tiers' VMAs. Each range carries its tier's
+ * mempolicy, set once. Extents are carved from a range by a lock-free bump
+ * pointer and never given back to it: jemalloc retains the address space and
+ * returns the pages (purge), so a range only ever grows.
+ */
+#ifndef TM_RANGE_H
+#define TM_RANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "os.h"
+#include "topology.h"
+
+#define TM_RANGE_OTHER TIER_MAX_TIERS  /* index of memory outside every range */
+
+typedef struct tm_ranges_s {
+  uintptr_t base;      /* 0 when no range is set up */
+  unsigned shift;      /* log2(stride) */
+  unsigned n;          /* number of ranges = tiers, 0 when inactive */
+  size_t size;         /* usable bytes of each range */
+} tm_ranges_t;
+
+/* Read-only after tm_ranges_init; read on the malloc fast path. */
+extern tm_ranges_t tm_ranges;
+
+/* Range (tier) index of p, or TM_RANGE_OTHER. Fast path: no memory access
+ * beyond the read-only tm_ranges. */
+static inline unsigned tm_range_index(const void *p)
+{
+  uintptr_t i = ((uintptr_t)p - tm_ranges.base) >> tm_ranges.shift;
+  return i < tm_ranges.n ? (unsigned)i : TM_RANGE_OTHER;
+}
+
+/* Reserves a range of `size` bytes (rounded to 2 MiB) for each tier of topo
+ * and binds each to its tier's nodes (skipped for a single tier). When the
+ * reservation fails it retries with half the size down to 1 GiB; then it
+ * leaves the ranges inactive (every pointer is TM_RANGE_OTHER). Returns 0 or
+ * a positive errno; warns once on failure. */
+int tm_ranges_init(const tm_topology_t *topo, size_t size, const tm_os_t *os);
+
+/* Carves size bytes aligned to `align` (a power of two, >= page) from range
+ * i and commits them. NULL when the range is exhausted or commit fails.
+ * Counts the bytes as mapped and committed on tier i. */
+void *tm_range_carve(unsigned i, size_t size, size_t align);
+
+/* Bytes carved from range i so far (mapped == committed: decommit is not
+ * used, see arena.c). */
+uint64_t tm_range_mapped(unsigned i);
+
+/* The OS primitives in use (tm_os_linux, or a test double). */
+const tm_os_t *tm_range_os(void);
+
+#endif

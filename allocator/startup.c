@@ -1,0 +1,100 @@
+#include "startup.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+
+#include "account.h"
+#include "arena.h"
+#include "je.h"
+#include "log.h"
+#include "options.h"
+#include "policy.h"
+#include "range.h"
+
+enum { START_NONE, START_RUNNING, START_DONE };
+
+static _Atomic int start_state;
+static __thread bool start_here __attribute__((tls_model("initial-exec")));
+static tm_topology_t start_topo;
+
+/* jemalloc reads this after MALLOC_CONF, so a program's MALLOC_CONF meant
+ * for its own jemalloc cannot undo what the hooks depend on:
+ * oversize_threshold:0 keeps jemalloc from creating its "huge" arena with
+ * the default (mmap) hooks behind our back. Filled before jemalloc starts. */
+static char start_je_conf[256];
+const char *tmje_malloc_conf_2_conf_harder = start_je_conf;
+
+static void start_je_conf_build(void)
+{
+  int n = snprintf(start_je_conf, sizeof start_je_conf,
+                   "oversize_threshold:0,background_thread:%s,dirty_decay_ms:%llu",
+                   tm_option(TM_OPTION_BACKGROUND_THREAD)->num ? "true" : "false",
+                   (unsigned long long)tm_option(TM_OPTION_DIRTY_DECAY_MS)->num);
+  /* Threads use arenas 1..narenas-1 (see tm_arena_thread_bind): at least 2. */
+  uint64_t narenas = tm_option(TM_OPTION_NARENAS)->num;
+  if (narenas == 1) narenas = 2;
+  if (narenas > 0 && n > 0 && (size_t)n < sizeof start_je_conf)
+    snprintf(start_je_conf + n, sizeof start_je_conf - (size_t)n, ",narenas:%llu",
+             (unsigned long long)narenas);
+}
+
+static void start_verbose(void)
+{
+  tm_warn("%d tier(s) from %s; ranges %s", start_topo.ntiers,
+          tm_topology_source_name(start_topo.source), tm_ranges.n ? "active" : "inactive");
+  for (int t = 0; t < start_topo.ntiers; t++) {
+    char nodes[128];
+    tm_nodelist_format(&start_topo.tier[t].nodes, nodes, sizeof nodes);
+    tm_warn("tier %d: nodes %s, capacity %llu MiB, max %llu MiB", t, nodes,
+            (unsigned long long)(start_topo.tier[t].capacity >> 20),
+            (unsigned long long)(tm_policy_max((unsigned)t) >> 20));
+  }
+  tm_warn("jemalloc: %s", start_je_conf);
+}
+
+static void start_run(void)
+{
+  tm_options_init();
+  const char *tiers = tm_option(TM_OPTION_TIERS)->str;
+  tm_topology_discover(&start_topo, "", tiers[0] ? tiers : NULL);
+  start_je_conf_build();
+  tm_ranges_init(&start_topo, tm_option_size(TM_OPTION_RESERVE, 0), &tm_os_linux);
+  tm_policy_init(&start_topo);
+  tm_account_init();
+  if (tm_ranges.n > 0 && tm_arenas_init((unsigned)start_topo.ntiers) != 0) {
+    /* Without hooks on every arena, memory would be on no known tier. */
+    tm_warn("falling back to unplaced memory");
+    tm_ranges.n = 0;
+  }
+  if (tm_option(TM_OPTION_VERBOSE)->num) start_verbose();
+}
+
+int tm_start(void)
+{
+  int s = atomic_load_explicit(&start_state, memory_order_acquire);
+  if (s == START_DONE) return 0;
+  if (s == START_NONE &&
+      atomic_compare_exchange_strong_explicit(&start_state, &s, START_RUNNING,
+                                              memory_order_acq_rel, memory_order_acquire)) {
+    start_here = true;
+    start_run();
+    start_here = false;
+    atomic_store_explicit(&start_state, START_DONE, memory_order_release);
+    return 0;
+  }
+  if (start_here) return EBUSY;
+  while (atomic_load_explicit(&start_state, memory_order_acquire) != START_DONE) sched_yield();
+  return 0;
+}
+
+bool tm_started(void)
+{
+  return atomic_load_explicit(&start_state, memory_order_acquire) == START_DONE;
+}
+
+const tm_topology_t *tm_topology(void)
+{
+  return &start_topo;
+}

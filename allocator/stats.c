@@ -1,0 +1,172 @@
+#include "stats.h"
+
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "log.h"
+#include "options.h"
+#include "range.h"
+#include "resident.h"
+#include "startup.h"
+
+static uint64_t stats_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int tm_stats_snapshot(tier_stats_t *s)
+{
+  const tm_topology_t *topo = tm_topology();
+  memset(s, 0, sizeof *s);
+  s->version = TIER_STATS_VERSION;
+  s->ntiers = (uint32_t)topo->ntiers;
+  uint64_t allocated[TM_NCOUNT];
+  tm_account_allocated(allocated);
+  tm_resident_t res = {0};
+  int err = 0;
+  uint64_t t0 = stats_now_ns();
+  if (tm_ranges.n > 0) {
+    uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
+    err = tm_resident_measure("/proc/self/numa_maps", topo, tm_ranges.base, hi, &res);
+  }
+  s->resident_sample_ns = stats_now_ns() - t0;
+  for (unsigned t = 0; t < s->ntiers; t++) {
+    tier_stats_tier_t *o = &s->tier[t];
+    o->capacity = topo->tier[t].capacity;
+    o->mapped = o->committed = tm_range_mapped(t);
+    o->allocated = allocated[t];
+    o->resident = res.tier[t];
+    memcpy(o->nodes, topo->tier[t].nodes.w, sizeof o->nodes);
+  }
+  s->unplaced_allocated = allocated[TM_RANGE_OTHER];
+  s->resident_other = res.other;
+  return err;
+}
+
+/* Output goes through a small buffer to the caller's writer. */
+typedef struct stats_out_s {
+  tier_write_fn *write;
+  void *arg;
+  size_t len;
+  char buf[1024];
+} stats_out_t;
+
+static void stats_flush(stats_out_t *o)
+{
+  if (o->len) o->write(o->arg, o->buf, o->len);
+  o->len = 0;
+}
+
+static void stats_put(stats_out_t *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void stats_put(stats_out_t *o, const char *fmt, ...)
+{
+  char tmp[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n >= sizeof tmp) n = sizeof tmp - 1;
+  if (o->len + (size_t)n > sizeof o->buf) stats_flush(o);
+  memcpy(o->buf + o->len, tmp, (size_t)n);
+  o->len += (size_t)n;
+}
+
+/* Human size for the text form: B, KiB, MiB, GiB, TiB with one decimal. */
+static void stats_put_size(stats_out_t *o, uint64_t v)
+{
+  static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+  if (v < 1024) {
+    stats_put(o, " %10llu B  ", (unsigned long long)v);
+    return;
+  }
+  double d = (double)v;
+  int u = 0;
+  while (d >= 1024 && u < 4) { d /= 1024; u++; }
+  stats_put(o, " %10.1f %-3s", d, unit[u]);
+}
+
+void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
+                     tier_stats_format_t format)
+{
+  stats_out_t o = { .write = write, .arg = arg };
+  const bool json = format == TIER_STATS_JSON;
+  char nodes[256];
+  if (json) {
+    stats_put(&o, "{\"version\":%u,\"ntiers\":%u", s->version, s->ntiers);
+#define X(name, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)s->name);
+    TIER_STATS_GLOBAL_FIELDS(X)
+#undef X
+    stats_put(&o, ",\"tiers\":[");
+  } else {
+    stats_put(&o, "tiermalloc: %u tier%s\n%-4s %-10s", s->ntiers, s->ntiers == 1 ? "" : "s",
+              "tier", "nodes");
+#define X(name, doc) stats_put(&o, " %14s", #name);
+    TIER_STATS_TIER_FIELDS(X)
+#undef X
+    stats_put(&o, "\n");
+  }
+  for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
+    const tier_stats_tier_t *ti = &s->tier[t];
+    tm_nodelist_format((const tm_nodemask_t *)ti->nodes, nodes, sizeof nodes);
+    if (json) {
+      stats_put(&o, "%s{\"tier\":%u,\"nodes\":\"%s\"", t ? "," : "", t, nodes);
+#define X(name, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)ti->name);
+      TIER_STATS_TIER_FIELDS(X)
+#undef X
+      stats_put(&o, "}");
+    } else {
+      stats_put(&o, "%-4u %-10s", t, nodes);
+#define X(name, doc) stats_put_size(&o, ti->name);
+      TIER_STATS_TIER_FIELDS(X)
+#undef X
+      stats_put(&o, "\n");
+    }
+  }
+  if (json) {
+    stats_put(&o, "]}\n");
+  } else {
+#define X(name, doc) stats_put(&o, "%-20s", #name); stats_put_size(&o, s->name); stats_put(&o, "\n");
+    TIER_STATS_GLOBAL_FIELDS(X)
+#undef X
+  }
+  stats_flush(&o);
+}
+
+static void stats_write_fd(void *arg, const char *buf, size_t len)
+{
+  int fd = *(int *)arg;
+  while (len > 0) {
+    ssize_t w = write(fd, buf, len);
+    if (w <= 0) return;
+    buf += w;
+    len -= (size_t)w;
+  }
+}
+
+void tm_stats_at_exit(void)
+{
+  uint64_t format = tm_option(TM_OPTION_STATS)->num;   /* none|text|json */
+  if (format == 0 || !tm_started()) return;
+  const char *path = tm_option(TM_OPTION_STATS_FILE)->str;
+  int fd = STDERR_FILENO;
+  if (path[0]) {
+    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      tm_warn("cannot open TIERMALLOC_STATS_FILE='%s'; printing stats to stderr", path);
+      fd = STDERR_FILENO;
+    }
+  }
+  tier_stats_t s;
+  tm_stats_snapshot(&s);
+  tm_stats_format(&s, stats_write_fd, &fd, format == 2 ? TIER_STATS_JSON : TIER_STATS_TEXT);
+  if (fd != STDERR_FILENO) close(fd);
+}

@@ -1,0 +1,85 @@
+/* The tier_* API of include/tiermalloc.h, over allocator/. */
+#include <errno.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "account.h"
+#include "arena.h"
+#include "je.h"
+#include "range.h"
+#include "shim.h"
+#include "startup.h"
+#include "stats.h"
+#include "tiermalloc.h"
+
+TM_EXPORT int tier_count(void)
+{
+  tm_start();
+  return tm_topology()->ntiers;
+}
+
+TM_EXPORT int tier_of(const void *p)
+{
+  unsigned i = tm_range_index(p);
+  return i == TM_RANGE_OTHER ? TIER_NONE : (int)i;
+}
+
+TM_EXPORT void *tier_malloc(size_t size, int tier)
+{
+  tm_thread_t *t = tm_thread();
+  if (tier < 0 || tier >= tm_topology()->ntiers) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (!tm_arenas_ready()) {   /* no ranges: nothing is placed anywhere */
+    errno = ENOMEM;
+    return NULL;
+  }
+  int flags = tm_arena_pinned_flags((unsigned)tier) | tm_arena_tcache_flags(t, (unsigned)tier);
+  void *p;
+  if (t == NULL) {
+    p = tmje_mallocx(size ? size : 1, flags);
+    if (p) tm_account_late(p, tmje_malloc_usable_size(p), 0);
+  } else {
+    uint64_t before = *t->allocp;
+    p = tmje_mallocx(size ? size : 1, flags);
+    if (p) tm_count_add(&t->alloc[tm_range_index(p)], *t->allocp - before);
+  }
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
+/* Back into the explicit tcache of the tier p is on, so tier_malloc reuses
+ * it without a round trip through the arena. */
+TM_EXPORT void tier_free(void *p)
+{
+  unsigned i = tm_range_index(p);
+  tm_thread_t *t = i == TM_RANGE_OTHER ? NULL : tm_thread();
+  if (t == NULL || !tm_arenas_ready()) {
+    tm_shim_free(p);
+    return;
+  }
+  uint64_t before = *t->deallocp;
+  tmje_dallocx(p, tm_arena_tcache_flags(t, i));
+  tm_count_add(&t->freed[i], *t->deallocp - before);
+}
+
+TM_EXPORT int tier_stats_get(tier_stats_t *out, size_t size)
+{
+  if (out == NULL || size < offsetof(tier_stats_t, tier)) return EINVAL;
+  tm_start();
+  tier_stats_t s;
+  tm_stats_snapshot(&s);
+  memcpy(out, &s, size < sizeof s ? size : sizeof s);
+  return 0;
+}
+
+TM_EXPORT int tier_stats_print(tier_write_fn *write, void *arg, tier_stats_format_t format)
+{
+  if (write == NULL || (format != TIER_STATS_TEXT && format != TIER_STATS_JSON)) return EINVAL;
+  tm_start();
+  tier_stats_t s;
+  tm_stats_snapshot(&s);
+  tm_stats_format(&s, write, arg, format);
+  return 0;
+}

@@ -1,0 +1,20 @@
+/*
+ * Process start and exit. Start-up also runs on the first allocation, which
+ * may come before this constructor (another library's constructor); the
+ * constructor makes sure it has run before main either way. The stats are
+ * printed by the destructor, which runs after the program's own exit
+ * handlers, so they cover the whole run.
+ */
+#include "account.h"
+#include "shim.h"
+#include "stats.h"
+
+__attribute__((constructor(101))) static void tm_shim_init(void)
+{
+  tm_thread();
+}
+
+__attribute__((destructor(101))) static void tm_shim_exit(void)
+{
+  tm_stats_at_exit();
+}

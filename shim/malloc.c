@@ -1,0 +1,220 @@
+/*
+ * The C allocation entry points, with glibc's contract:
+ *   malloc(0) is a unique pointer; size overflow gives NULL and ENOMEM; a bad
+ *   alignment gives EINVAL (posix_memalign returns it, aligned_alloc sets
+ *   errno); memalign rounds a non-power-of-two alignment up, as glibc does;
+ *   realloc(p, 0) frees p and returns NULL, as glibc does.
+ * A pointer that is not tiermalloc's (from glibc's malloc before tiermalloc
+ * was in place) is freed, resized and measured by glibc.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "account.h"
+#include "je.h"
+#include "range.h"
+#include "shim.h"
+#include "startup.h"
+
+extern void __libc_free(void *);
+extern void *__libc_realloc(void *, size_t);
+
+#define SHIM_PAGE ((size_t)4096)
+
+/* p is outside every tier range: NULL, glibc's, or (when the ranges are not
+ * in use) jemalloc's. Returns nonzero when jemalloc owns it. */
+static int shim_jemalloc_owns(const void *p)
+{
+  return p != NULL && tm_started() && tm_ranges.n == 0;
+}
+
+static inline void *shim_counted_alloc(tm_thread_t *t, void *p, uint64_t before)
+{
+  if (tm_likely(p != NULL)) tm_count_add(&t->alloc[tm_range_index(p)], *t->allocp - before);
+  return p;
+}
+
+static void *shim_late_alloc(void *p)
+{
+  if (p) tm_account_late(p, tmje_malloc_usable_size(p), 0);
+  return p;
+}
+
+/* Calls expr (an allocation into jemalloc), counting its usable size. */
+#define SHIM_ALLOC(expr)                                                   \
+  do {                                                                     \
+    tm_thread_t *t_ = tm_thread();                                         \
+    if (tm_unlikely(t_ == NULL)) return shim_late_alloc(expr);             \
+    uint64_t before_ = *t_->allocp;                                        \
+    return shim_counted_alloc(t_, (expr), before_);                        \
+  } while (0)
+
+void *tm_shim_malloc(size_t size)
+{
+  SHIM_ALLOC(tmje_malloc(size));
+}
+
+static void *shim_aligned_raw(size_t align, size_t size)
+{
+  SHIM_ALLOC(tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align)));
+}
+
+/* mallocx does not promise errno; the malloc family does. */
+void *tm_shim_aligned(size_t align, size_t size)
+{
+  void *p = shim_aligned_raw(align, size);
+  if (tm_unlikely(p == NULL)) errno = ENOMEM;
+  return p;
+}
+
+void tm_shim_free(void *p)
+{
+  unsigned i = tm_range_index(p);
+  if (tm_unlikely(i == TM_RANGE_OTHER) && !shim_jemalloc_owns(p)) {
+    if (p) __libc_free(p);
+    return;
+  }
+  tm_thread_t *t = tm_thread();
+  if (tm_unlikely(t == NULL)) {
+    tm_account_late(p, tmje_malloc_usable_size(p), 1);
+    tmje_free(p);
+    return;
+  }
+  uint64_t before = *t->deallocp;
+  tmje_free(p);
+  tm_count_add(&t->freed[i], *t->deallocp - before);
+}
+
+TM_EXPORT void *malloc(size_t size)
+{
+  return tm_shim_malloc(size);
+}
+
+TM_EXPORT void free(void *p)
+{
+  tm_shim_free(p);
+}
+
+TM_EXPORT void *calloc(size_t n, size_t size)
+{
+  SHIM_ALLOC(tmje_calloc(n, size));
+}
+
+TM_EXPORT void *realloc(void *p, size_t size)
+{
+  if (p == NULL) return tm_shim_malloc(size);
+  unsigned i = tm_range_index(p);
+  if (tm_unlikely(i == TM_RANGE_OTHER) && !shim_jemalloc_owns(p)) return __libc_realloc(p, size);
+  if (size == 0) {
+    tm_shim_free(p);
+    return NULL;
+  }
+  tm_thread_t *t = tm_thread();
+  if (tm_unlikely(t == NULL)) {
+    size_t old = tmje_malloc_usable_size(p);
+    void *q = tmje_realloc(p, size);
+    if (q) {
+      tm_account_late(p, old, 1);
+      tm_account_late(q, tmje_malloc_usable_size(q), 0);
+    }
+    return q;
+  }
+  uint64_t a0 = *t->allocp, d0 = *t->deallocp;
+  void *q = tmje_realloc(p, size);
+  if (q) {
+    tm_count_add(&t->alloc[tm_range_index(q)], *t->allocp - a0);
+    tm_count_add(&t->freed[i], *t->deallocp - d0);
+  }
+  return q;
+}
+
+TM_EXPORT void *reallocarray(void *p, size_t n, size_t size)
+{
+  size_t total;
+  if (__builtin_mul_overflow(n, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return realloc(p, total);
+}
+
+static int shim_pow2(size_t x)
+{
+  return x != 0 && (x & (x - 1)) == 0;
+}
+
+/* Sizes whose page round-up or alignment padding would overflow. */
+static int shim_too_big(size_t size, size_t align)
+{
+  return size > PTRDIFF_MAX - align;
+}
+
+TM_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+  if (!shim_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
+  if (shim_too_big(size, align)) return ENOMEM;
+  int saved = errno;
+  void *p = tm_shim_aligned(align, size);
+  errno = saved;
+  if (p == NULL) return ENOMEM;
+  *out = p;
+  return 0;
+}
+
+TM_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+  if (!shim_pow2(align)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (shim_too_big(size, align)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return tm_shim_aligned(align, size);
+}
+
+TM_EXPORT void *memalign(size_t align, size_t size)
+{
+  if (align > SIZE_MAX / 2 + 1) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (align < sizeof(void *)) align = sizeof(void *);
+  if (!shim_pow2(align)) align = (size_t)1 << (64 - __builtin_clzl(align));
+  if (shim_too_big(size, align)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return tm_shim_aligned(align, size);
+}
+
+TM_EXPORT void *valloc(size_t size)
+{
+  return memalign(SHIM_PAGE, size);
+}
+
+TM_EXPORT void *pvalloc(size_t size)
+{
+  if (shim_too_big(size, SHIM_PAGE)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t rounded = (size + SHIM_PAGE - 1) & ~(SHIM_PAGE - 1);
+  return memalign(SHIM_PAGE, rounded ? rounded : SHIM_PAGE);
+}
+
+TM_EXPORT size_t malloc_usable_size(void *p)
+{
+  if (tm_range_index(p) == TM_RANGE_OTHER && !shim_jemalloc_owns(p)) {
+    if (p == NULL) return 0;
+    /* glibc's own answer for glibc's chunk; found once, off the fast path. */
+    static size_t (*libc_usable)(void *);
+    if (libc_usable == NULL) libc_usable = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    return libc_usable ? libc_usable(p) : 0;
+  }
+  return tmje_malloc_usable_size(p);
+}
