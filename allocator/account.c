@@ -6,6 +6,7 @@
 
 #include "arena.h"
 #include "je.h"
+#include "jemap.h"
 #include "startup.h"
 
 __thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec")));
@@ -122,6 +123,7 @@ static void account_postfork_child(void)
     t = next;
   }
   pthread_mutex_init(&account_lock, NULL);
+  tm_jemap_postfork_child();
 }
 
 int tm_account_init(void)

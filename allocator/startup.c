@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "account.h"
 #include "arena.h"
@@ -29,8 +30,7 @@ const char *tmje_malloc_conf_2_conf_harder = start_je_conf;
 static void start_je_conf_build(void)
 {
   int n = snprintf(start_je_conf, sizeof start_je_conf,
-                   "oversize_threshold:0,background_thread:%s,dirty_decay_ms:%llu",
-                   tm_option(TM_OPTION_BACKGROUND_THREAD)->num ? "true" : "false",
+                   "oversize_threshold:0,dirty_decay_ms:%llu",
                    (unsigned long long)tm_option(TM_OPTION_DIRTY_DECAY_MS)->num);
   /* Threads use arenas 1..narenas-1 (see tm_arena_thread_bind): at least 2. */
   uint64_t narenas = tm_option(TM_OPTION_NARENAS)->num;
@@ -38,6 +38,14 @@ static void start_je_conf_build(void)
   if (narenas > 0 && n > 0 && (size_t)n < sizeof start_je_conf)
     snprintf(start_je_conf + n, sizeof start_je_conf - (size_t)n, ",narenas:%llu",
              (unsigned long long)narenas);
+}
+
+/* jemalloc's own error messages, as one tiermalloc line each. */
+static void start_je_message(void *arg, const char *msg)
+{
+  size_t n = strlen(msg);
+  while (n > 0 && msg[n - 1] == '\n') n--;
+  tm_warn("jemalloc: %.*s", (int)n, msg);
 }
 
 static void start_verbose(void)
@@ -63,11 +71,18 @@ static void start_run(void)
   tm_ranges_init(&start_topo, tm_option_size(TM_OPTION_RESERVE, 0), &tm_os_linux);
   tm_policy_init(&start_topo);
   tm_account_init();
+  tmje_malloc_message = start_je_message;
   if (tm_ranges.n > 0 && tm_arenas_init((unsigned)start_topo.ntiers) != 0) {
     /* Without hooks on every arena, memory would be on no known tier. */
     tm_warn("falling back to unplaced memory");
     tm_ranges.n = 0;
   }
+  /* Bound before anything below allocates (a background thread's TLS). */
+  tm_arena_thread_bind();
+  /* Started only now, so its creation allocates with the hooks in place. */
+  bool bg = tm_option(TM_OPTION_BACKGROUND_THREAD)->num != 0;
+  if (bg && tmje_mallctl("background_thread", NULL, NULL, &bg, sizeof bg) != 0)
+    tm_warn("cannot start jemalloc's background thread; purging on allocating threads");
   if (tm_option(TM_OPTION_VERBOSE)->num) start_verbose();
 }
 

@@ -81,7 +81,7 @@ static void stats_put(stats_out_t *o, const char *fmt, ...)
 }
 
 /* Human size for the text form: B, KiB, MiB, GiB, TiB with one decimal. */
-static void stats_put_size(stats_out_t *o, uint64_t v)
+static void stats_put_bytes(stats_out_t *o, uint64_t v)
 {
   static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
   if (v < 1024) {
@@ -94,6 +94,13 @@ static void stats_put_size(stats_out_t *o, uint64_t v)
   stats_put(o, " %10.1f %-3s", d, unit[u]);
 }
 
+static void stats_put_ns(stats_out_t *o, uint64_t v)
+{
+  stats_put(o, " %10.3f ms ", (double)v / 1e6);
+}
+
+#define stats_put_unit(o, unit, v) stats_put_##unit(o, v)
+
 void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format)
 {
@@ -102,14 +109,14 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
   char nodes[256];
   if (json) {
     stats_put(&o, "{\"version\":%u,\"ntiers\":%u", s->version, s->ntiers);
-#define X(name, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)s->name);
+#define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)s->name);
     TIER_STATS_GLOBAL_FIELDS(X)
 #undef X
     stats_put(&o, ",\"tiers\":[");
   } else {
     stats_put(&o, "tiermalloc: %u tier%s\n%-4s %-10s", s->ntiers, s->ntiers == 1 ? "" : "s",
               "tier", "nodes");
-#define X(name, doc) stats_put(&o, " %14s", #name);
+#define X(name, unit, doc) stats_put(&o, " %14s", #name);
     TIER_STATS_TIER_FIELDS(X)
 #undef X
     stats_put(&o, "\n");
@@ -119,13 +126,13 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
     tm_nodelist_format((const tm_nodemask_t *)ti->nodes, nodes, sizeof nodes);
     if (json) {
       stats_put(&o, "%s{\"tier\":%u,\"nodes\":\"%s\"", t ? "," : "", t, nodes);
-#define X(name, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)ti->name);
+#define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)ti->name);
       TIER_STATS_TIER_FIELDS(X)
 #undef X
       stats_put(&o, "}");
     } else {
       stats_put(&o, "%-4u %-10s", t, nodes);
-#define X(name, doc) stats_put_size(&o, ti->name);
+#define X(name, unit, doc) stats_put_unit(&o, unit, ti->name);
       TIER_STATS_TIER_FIELDS(X)
 #undef X
       stats_put(&o, "\n");
@@ -134,7 +141,7 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
   if (json) {
     stats_put(&o, "]}\n");
   } else {
-#define X(name, doc) stats_put(&o, "%-20s", #name); stats_put_size(&o, s->name); stats_put(&o, "\n");
+#define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
 #undef X
   }

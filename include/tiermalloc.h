@@ -46,28 +46,30 @@ void *tier_malloc(size_t size, int tier);
 void tier_free(void *p);
 
 /* ---- Statistics ----------------------------------------------------------
- * Each field is defined once, here; the text and JSON printers and the
- * tests walk these lists. All values are bytes.
- *   allocated <= committed <= mapped, and resident <= committed, per tier.
+ * Each field is defined once, here, with its unit (bytes or ns); the text
+ * and JSON printers and the tests walk these lists.
+ *   allocated <= committed <= mapped per tier; resident <= committed summed
+ *   over the tiers (per tier too, unless the kernel had to put pages of a
+ *   tier's range on another tier's nodes because the tier was full).
  */
 #define TIER_STATS_VERSION 1
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
-  X(capacity,  "memory of the tier's nodes (node meminfo MemTotal)")          \
-  X(mapped,    "address space handed to the allocator from the tier's range") \
-  X(committed, "mapped bytes that are readable and writable")                 \
-  X(allocated, "bytes in live allocations (usable size) on the tier's range") \
-  X(resident,  "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
+  X(capacity,  bytes, "memory of the tier's nodes (node meminfo MemTotal)")          \
+  X(mapped,    bytes, "address space handed to the allocator from the tier's range") \
+  X(committed, bytes, "mapped bytes that are readable and writable")                 \
+  X(allocated, bytes, "bytes in live allocations (usable size) on the tier's range") \
+  X(resident,  bytes, "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
 
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
-  X(unplaced_allocated, "live bytes outside every tier range (memory jemalloc had before tiermalloc started)") \
-  X(resident_other,     "bytes of the tiered ranges on nodes that belong to no tier") \
-  X(resident_sample_ns, "how long the last resident measurement took")
+  X(unplaced_allocated, bytes, "live bytes outside every tier range (memory jemalloc had before tiermalloc started)") \
+  X(resident_other,     bytes, "bytes of the tiered ranges on nodes that belong to no tier") \
+  X(resident_sample_ns, ns,    "how long the last resident measurement took")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 
 typedef struct tier_stats_tier_s {
-#define TIER_STATS_FIELD_(name, doc) uint64_t name;
+#define TIER_STATS_FIELD_(name, unit, doc) uint64_t name;
   TIER_STATS_TIER_FIELDS(TIER_STATS_FIELD_)
   uint64_t nodes[TIER_NODE_WORDS];  /* bit n set: NUMA node n is in the tier */
 } tier_stats_tier_t;

@@ -15,6 +15,7 @@
 
 #include "account.h"
 #include "je.h"
+#include "jemap.h"
 #include "range.h"
 #include "shim.h"
 #include "startup.h"
@@ -24,11 +25,12 @@ extern void *__libc_realloc(void *, size_t);
 
 #define SHIM_PAGE ((size_t)4096)
 
-/* p is outside every tier range: NULL, glibc's, or (when the ranges are not
- * in use) jemalloc's. Returns nonzero when jemalloc owns it. */
+/* p is outside every tier range: NULL, glibc's, or jemalloc's (every
+ * pointer when the ranges are not in use; else one in a mapping jemalloc
+ * made itself, see allocator/jemap.h). Returns nonzero when jemalloc owns it. */
 static int shim_jemalloc_owns(const void *p)
 {
-  return p != NULL && tm_started() && tm_ranges.n == 0;
+  return p != NULL && tm_started() && (tm_ranges.n == 0 || tm_jemap_contains(p));
 }
 
 static inline void *shim_counted_alloc(tm_thread_t *t, void *p, uint64_t before)
