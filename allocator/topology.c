@@ -30,7 +30,7 @@
 #define TOPO_LINE_MAX 512
 /* memory_tierN directories considered; only the lowest N are kept when there
  * are more, and the nodes of the rest end up in the last tier anyway. */
-#define TOPO_KTIERS_MAX 128
+#define TOPO_KTIERS_MAX 64
 
 static const char topo_node_dir[] = "/sys/devices/system/node";
 static const char topo_tier_dir[] = "/sys/devices/virtual/memory_tiering";
@@ -356,8 +356,9 @@ int tm_nodelist_format(const tm_nodemask_t *m, char *buf, int size)
   return len;
 }
 
-/* Reads a nodelist file into *m. 0 or a positive errno. */
-static int topo_read_nodelist(const char *path, tm_nodemask_t *m)
+/* Reads a nodelist file into *m. 0 or a positive errno. Not inlined, so its
+ * buffer is on the stack only while it runs, not in every caller's frame. */
+static __attribute__((noinline)) int topo_read_nodelist(const char *path, tm_nodemask_t *m)
 {
   char buf[TOPO_FILE_MAX];
   int n = topo_read_file(path, buf, sizeof buf);
@@ -495,30 +496,44 @@ static int topo_push(tm_topology_t *t, const char *root, const tm_nodemask_t *m,
   return fold;
 }
 
+/* The spec as it may appear in a one-line warning: control characters become
+ * '?', and a long spec is cut with "...". */
+static const char *topo_quote(const char *spec, char *buf, int size)
+{
+  int i = 0;
+  for (; spec[i] && i < size - 1; i++)
+    buf[i] = (unsigned char)spec[i] < 0x20 || spec[i] == 0x7f ? '?' : spec[i];
+  buf[i] = '\0';
+  if (spec[i] && size > 4) memcpy(buf + size - 4, "...", 4);
+  return buf;
+}
+
 /* TIERMALLOC_TIERS. Returns 0 when it built the topology, or -1 to go on with
- * discovery (after its one warning). usable: nodes with memory we may use. */
+ * discovery (after saying why). usable: nodes with memory we may use. */
 static int topo_from_override(tm_topology_t *t, const char *root, const char *spec,
                               const tm_nodemask_t *usable)
 {
   /* Validate the whole spec before building anything, so a bad spec leaves
    * no half-built topology behind. */
   tm_nodemask_t seen, dropped;
+  char q[96];
   topo_mask_clear(&seen);
   topo_mask_clear(&dropped);
-  int ntiers = 0, nonempty = 0;
+  int nonempty = 0;
   for (const char *s = spec;;) {
     const char *e = strchr(s, ';');
     if (!e) e = s + strlen(s);
     tm_nodemask_t m, dup;
     if (e == s || topo_parse_span(s, e, &m)) {
       tm_warn("TIERMALLOC_TIERS='%s' is not a ';'-separated list of nodelists (e.g. 0,1;2;3); "
-              "ignored", spec);
+              "ignored", topo_quote(spec, q, sizeof q));
       return -1;
     }
     dup = m;
     topo_mask_and(&dup, &seen);
     if (!topo_mask_empty(&dup)) {
-      tm_warn("TIERMALLOC_TIERS='%s' names a node in two tiers; ignored", spec);
+      tm_warn("TIERMALLOC_TIERS='%s' names a node in two tiers; ignored",
+              topo_quote(spec, q, sizeof q));
       return -1;
     }
     topo_mask_or(&seen, &m);
@@ -527,7 +542,6 @@ static int topo_from_override(tm_topology_t *t, const char *root, const char *sp
     topo_mask_or(&dropped, &bad);
     topo_mask_and(&m, usable);
     nonempty += !topo_mask_empty(&m);
-    ntiers++;
     if (!*e) break;
     s = e + 1;
   }
@@ -538,7 +552,8 @@ static int topo_from_override(tm_topology_t *t, const char *root, const char *sp
             "dropped", list);
   }
   if (!nonempty) {
-    tm_warn("TIERMALLOC_TIERS='%s' leaves no usable node; ignored", spec);
+    tm_warn("TIERMALLOC_TIERS='%s' leaves no usable node; ignored",
+            topo_quote(spec, q, sizeof q));
     return -1;
   }
   if (nonempty > TIER_MAX_TIERS)
@@ -616,8 +631,9 @@ static int topo_from_kernel(tm_topology_t *t, const char *root, const tm_nodemas
   return 0;
 }
 
-/* Nodes with CPUs: has_cpu, or else each node's cpulist. A node with neither
- * counts as having CPUs, so that knowing nothing gives one tier. */
+/* Nodes with CPUs: has_cpu, or else each node's cpulist (a CPU-less node's is
+ * "\n", so its first byte is enough; a longer one reads as -EFBIG). A node
+ * with neither counts as having CPUs, so that knowing nothing gives one tier. */
 static void topo_cpu_nodes(const char *root, const tm_nodemask_t *usable, tm_nodemask_t *cpu)
 {
   char path[TOPO_PATH_MAX];
@@ -627,11 +643,11 @@ static void topo_cpu_nodes(const char *root, const tm_nodemask_t *usable, tm_nod
   topo_mask_clear(cpu);
   for (int n = 0; n < TIER_MAX_NODES; n++) {
     if (!tm_nodemask_test(usable, n)) continue;
-    char buf[TOPO_FILE_MAX];
+    char first[2];
     int len = -ENAMETOOLONG;
     if (!topo_path(path, root, topo_node_dir, "node", n, "cpulist"))
-      len = topo_read_file(path, buf, sizeof buf);
-    if (len < 0 || (len > 0 && buf[0] != '\n')) tm_nodemask_set(cpu, n);
+      len = topo_read_file(path, first, sizeof first);
+    if (len < 0 || (len > 0 && first[0] != '\n')) tm_nodemask_set(cpu, n);
   }
 }
 
@@ -679,7 +695,10 @@ int tm_topology_discover(tm_topology_t *t, const char *root, const char *overrid
     else close(fd);
   }
   if (err) {
-    if (override) tm_warn("TIERMALLOC_TIERS='%s' ignored: no NUMA nodes in sysfs", override);
+    char q[96];
+    if (override)
+      tm_warn("TIERMALLOC_TIERS='%s' ignored: no NUMA nodes in sysfs",
+              topo_quote(override, q, sizeof q));
     topo_single(t, root);
     return err;
   }
