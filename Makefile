@@ -68,3 +68,7 @@ clean:
 -include tests/tests.mk
 -include tests/vm/vm.mk
 -include bench/bench.mk
+
+demo: deps
+	$(MAKE) all
+	sh mk/demo.sh

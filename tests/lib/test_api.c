@@ -1,0 +1,169 @@
+/* The tier_* API and the accounting, through the real library (this test
+ * binary runs on tiermalloc's malloc). On a one-node host there is one tier;
+ * the two-tier placement is asserted for real in tests/vm. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tiermalloc.h"
+
+static tier_stats_t api_stats(void)
+{
+  tier_stats_t s;
+  cr_assert_eq(tier_stats_get(&s, sizeof s), 0);
+  return s;
+}
+
+static uint64_t api_sum(const tier_stats_t *s, size_t off)
+{
+  uint64_t v = 0;
+  for (unsigned t = 0; t < s->ntiers; t++) v += *(const uint64_t *)((const char *)&s->tier[t] + off);
+  return v;
+}
+#define API_SUM(s, field) api_sum(&(s), offsetof(tier_stats_tier_t, field))
+
+Test(api, count_and_owner)
+{
+  int n = tier_count();
+  cr_assert_geq(n, 1);
+  int on_stack;
+  cr_expect_eq(tier_of(&on_stack), TIER_NONE);
+  cr_expect_eq(tier_of(NULL), TIER_NONE);
+  size_t sizes[] = { 1, 16, 3000, 70000, 3 << 20, 64 << 20 };
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    void *p = malloc(sizes[i]);
+    cr_assert_not_null(p);
+    cr_expect_eq(tier_of(p), 0, "malloc(%zu) goes to the top tier", sizes[i]);
+    free(p);
+  }
+}
+
+Test(api, tier_malloc_places_and_checks_its_arguments)
+{
+  for (int t = 0; t < tier_count(); t++) {
+    void *p = tier_malloc(4096, t);
+    cr_assert_not_null(p);
+    cr_expect_eq(tier_of(p), t);
+    memset(p, 0x5a, 4096);
+    tier_free(p);
+  }
+  void *a = tier_malloc(0, 0), *b = tier_malloc(0, 0);
+  cr_expect(a && b && a != b, "tier_malloc(0) is unique");
+  tier_free(a);
+  tier_free(b);
+  errno = 0;
+  cr_expect_null(tier_malloc(16, tier_count()));
+  cr_expect_eq(errno, EINVAL);
+  errno = 0;
+  cr_expect_null(tier_malloc(16, -1));
+  cr_expect_eq(errno, EINVAL);
+  errno = 0;
+  cr_expect_null(tier_malloc(SIZE_MAX / 2, 0));
+  cr_expect_eq(errno, ENOMEM);
+  tier_free(NULL);
+  void *m = malloc(100);
+  tier_free(m);   /* any tiermalloc pointer */
+  void *t = tier_malloc(100, 0);
+  free(t);        /* and the other way round */
+}
+
+Test(api, stats_get_checks_its_arguments)
+{
+  tier_stats_t s;
+  cr_expect_eq(tier_stats_get(NULL, sizeof s), EINVAL);
+  cr_expect_eq(tier_stats_get(&s, 4), EINVAL);
+  /* A caller built against an older, shorter struct gets its part only. */
+  size_t old = offsetof(tier_stats_t, tier) + sizeof(tier_stats_tier_t);
+  memset(&s, 0xee, sizeof s);
+  cr_expect_eq(tier_stats_get(&s, old), 0);
+  cr_expect_eq(s.version, TIER_STATS_VERSION);
+  cr_expect_eq(s.tier[1].capacity, 0xeeeeeeeeeeeeeeeeull, "nothing past the given size is written");
+  cr_expect_eq(tier_stats_print(NULL, NULL, TIER_STATS_TEXT), EINVAL);
+}
+
+Test(api, stats_invariants_hold)
+{
+  void *keep = malloc(10 << 20);
+  memset(keep, 1, 10 << 20);
+  tier_stats_t s = api_stats();
+  cr_expect_eq(s.version, TIER_STATS_VERSION);
+  cr_expect_eq((int)s.ntiers, tier_count());
+  for (unsigned t = 0; t < s.ntiers; t++) {
+    cr_expect_leq(s.tier[t].allocated, s.tier[t].committed, "tier %u", t);
+    cr_expect_leq(s.tier[t].committed, s.tier[t].mapped, "tier %u", t);
+    cr_expect_gt(s.tier[t].capacity, 0);
+  }
+  cr_expect_leq(API_SUM(s, resident), API_SUM(s, committed));
+  free(keep);
+}
+
+Test(api, allocated_and_resident_follow_a_64M_heap)
+{
+  tier_stats_t before = api_stats();
+  enum { N = 64, SZ = 1 << 20 };
+  char *p[N];
+  for (int i = 0; i < N; i++) {
+    p[i] = malloc(SZ);
+    cr_assert_not_null(p[i]);
+    for (int j = 0; j < SZ; j += 4096) p[i][j] = (char)(i + j);
+  }
+  tier_stats_t during = api_stats();
+  cr_expect_geq(API_SUM(during, allocated) - API_SUM(before, allocated), (uint64_t)N * SZ);
+  cr_expect_leq(API_SUM(during, allocated) - API_SUM(before, allocated), (uint64_t)N * SZ * 11 / 10);
+  cr_expect_geq(API_SUM(during, resident), (uint64_t)N * SZ, "touched pages are resident");
+  for (int i = 0; i < N; i++) free(p[i]);
+  tier_stats_t after = api_stats();
+  cr_expect_leq(API_SUM(after, allocated), API_SUM(before, allocated) + (1 << 20),
+                "freeing gives the bytes back");
+}
+
+static void *api_alloc_thread(void *arg)
+{
+  void **slots = arg;
+  for (int i = 0; i < 256; i++) slots[i] = malloc(40000);
+  return NULL;
+}
+
+Test(api, allocated_is_exact_across_threads)
+{
+  static void *slots[256];
+  tier_stats_t before = api_stats();
+  pthread_t th;
+  pthread_create(&th, NULL, api_alloc_thread, slots);
+  pthread_join(th, NULL);   /* the allocating thread has exited */
+  tier_stats_t mid = api_stats();
+  cr_expect_geq(API_SUM(mid, allocated) - API_SUM(before, allocated), 256u * 40000);
+  for (int i = 0; i < 256; i++) free(slots[i]);   /* freed by another thread */
+  tier_stats_t after = api_stats();
+  cr_expect_leq(API_SUM(after, allocated), API_SUM(before, allocated) + 65536);
+}
+
+typedef struct api_buf_s {
+  char s[16384];
+  size_t n;
+} api_buf_t;
+
+static void api_write(void *arg, const char *buf, size_t len)
+{
+  api_buf_t *b = arg;
+  if (b->n + len >= sizeof b->s) return;
+  memcpy(b->s + b->n, buf, len);
+  b->n += len;
+  b->s[b->n] = 0;
+}
+
+Test(api, stats_print_text_and_json)
+{
+  api_buf_t b = { .n = 0 };
+  cr_assert_eq(tier_stats_print(api_write, &b, TIER_STATS_JSON), 0);
+  cr_expect(b.s[0] == '{' && strcmp(b.s + b.n - 3, "]}\n") == 0, "%s", b.s);
+#define X(name, unit, doc) cr_expect(strstr(b.s, "\"" #name "\":") != NULL, "json lacks " #name);
+  TIER_STATS_TIER_FIELDS(X)
+  TIER_STATS_GLOBAL_FIELDS(X)
+#undef X
+  b.n = 0;
+  cr_assert_eq(tier_stats_print(api_write, &b, TIER_STATS_TEXT), 0);
+  cr_expect(strncmp(b.s, "tiermalloc: ", 12) == 0, "%s", b.s);
+}

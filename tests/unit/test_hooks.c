@@ -1,0 +1,152 @@
+/* arena hooks and placement, with the OS primitives behind a recording
+ * pass-through double (the shape of jemalloc's test/include/test/
+ * extent_hooks.h). The private jemalloc here is the unit binary's own copy.
+ * The same placement is checked for real, on a two-node kernel, in tests/vm. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "arena.h"
+#include "options.h"
+#include "policy.h"
+#include "range.h"
+#include "topology.h"
+
+static struct {
+  int reserve, bind, commit, purge;
+  size_t commit_bytes[TIER_MAX_TIERS + 1];
+  size_t purge_bytes[TIER_MAX_TIERS + 1];
+  tm_nodemask_t bound[TIER_MAX_TIERS];
+} hk;
+
+static int hk_reserve(size_t size, void **out)
+{
+  hk.reserve++;
+  return tm_os_linux.reserve(size, out);
+}
+
+static int hk_commit(void *p, size_t size)
+{
+  hk.commit++;
+  hk.commit_bytes[tm_range_index(p)] += size;
+  return tm_os_linux.commit(p, size);
+}
+
+static int hk_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
+{
+  hk.bound[hk.bind++] = *nodes;
+  tm_os_linux.bind(p, size, nodes, first_node);   /* node1 does not exist on a one-node host */
+  return 0;
+}
+
+static int hk_purge(void *p, size_t size, int lazy)
+{
+  hk.purge++;
+  hk.purge_bytes[tm_range_index(p)] += size;
+  return tm_os_linux.purge(p, size, lazy);
+}
+
+static const tm_os_t hk_os = { .reserve = hk_reserve, .commit = hk_commit, .bind = hk_bind, .purge = hk_purge };
+
+/* Two tiers (the DRAM + CXL fixture), 1 GiB ranges, hooks on every arena. */
+static void hk_setup(const char *toptier_max)
+{
+  char opt[64];
+  snprintf(opt, sizeof opt, "TIERMALLOC_TOPTIER_MAX=%s", toptier_max);
+  char *env[] = { opt, NULL };
+  tm_options_init_from(env);
+  tm_topology_t topo;
+  cr_assert_eq(tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
+  cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, &hk_os), 0);
+  tm_policy_init(&topo);
+  cr_assert_eq(tm_arenas_init(2), 0);
+}
+
+Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
+{
+  hk_setup("100%");
+  cr_expect_eq(hk.reserve, 1);
+  cr_expect_eq(hk.bind, 2);
+  cr_expect_eq(hk.bound[0].w[0], 1u, "tier 0 -> node0");
+  cr_expect_eq(hk.bound[1].w[0], 2u, "tier 1 -> node1");
+  cr_expect_eq(tm_ranges.n, 2u);
+}
+
+Test(hooks, automatic_arenas_place_on_the_top_tier)
+{
+  hk_setup("100%");
+  for (unsigned a = 0; a < 4; a++) {
+    void *p = tmje_mallocx(100000, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+    cr_assert_not_null(p);
+    cr_expect_eq(tm_range_index(p), 0u, "arena %u", a);
+    tmje_dallocx(p, MALLOCX_TCACHE_NONE);
+  }
+  cr_expect_gt(hk.commit_bytes[0], 0);
+  cr_expect_eq(hk.commit_bytes[1], 0);
+  cr_expect_eq(tm_range_mapped(0), hk.commit_bytes[0], "mapped counts exactly what was committed");
+}
+
+Test(hooks, pinned_arena_places_on_its_tier_only)
+{
+  hk_setup("100%");
+  void *p = tmje_mallocx(3 << 20, tm_arena_pinned_flags(1) | MALLOCX_TCACHE_NONE);
+  cr_assert_not_null(p);
+  cr_expect_eq(tm_range_index(p), 1u);
+  void *q = tmje_mallocx(64, tm_arena_pinned_flags(1) | MALLOCX_TCACHE_NONE);
+  cr_expect_eq(tm_range_index(q), 1u);
+  cr_expect_gt(hk.commit_bytes[1], 3u << 20);
+  tmje_dallocx(p, MALLOCX_TCACHE_NONE);
+  tmje_dallocx(q, MALLOCX_TCACHE_NONE);
+}
+
+Test(hooks, purge_returns_pages_of_freed_extents)
+{
+  hk_setup("100%");
+  void *p = tmje_mallocx(8 << 20, tm_arena_pinned_flags(1) | MALLOCX_TCACHE_NONE);
+  cr_assert_not_null(p);
+  memset(p, 1, 8 << 20);
+  tmje_dallocx(p, MALLOCX_TCACHE_NONE);
+  unsigned ind = (unsigned)(tm_arena_pinned_flags(1) >> 20) - 1;
+  char name[64];
+  snprintf(name, sizeof name, "arena.%u.purge", ind);
+  cr_assert_eq(tmje_mallctl(name, NULL, NULL, NULL, 0), 0);
+  cr_expect_geq(hk.purge_bytes[1], (size_t)8 << 20);
+}
+
+Test(hooks, over_the_top_tier_budget_extents_go_down_a_tier)
+{
+  hk_setup("4M");
+  cr_expect_eq(tm_policy_max(0), 4u << 20);
+  void *p[8];
+  for (int i = 0; i < 8; i++) {
+    p[i] = tmje_mallocx(2 << 20, MALLOCX_ARENA(1) | MALLOCX_TCACHE_NONE);
+    cr_assert_not_null(p[i]);
+  }
+  cr_expect_leq(tm_range_mapped(0), 4u << 20, "tier 0 stays within its budget");
+  cr_expect_eq(tm_range_index(p[7]), 1u, "later extents are on tier 1");
+  for (int i = 0; i < 8; i++) tmje_dallocx(p[i], MALLOCX_TCACHE_NONE);
+}
+
+Test(hooks, percentage_budget_is_of_top_tier_capacity)
+{
+  hk_setup("50%");
+  /* node0 of the fixture: MemTotal 514356 kB. */
+  tm_topology_t topo;
+  tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL);
+  cr_expect_eq(topo.tier[0].capacity, 514356ull * 1024);
+  cr_expect_eq(tm_policy_max(0), topo.tier[0].capacity / 2);
+  cr_expect_eq(tm_policy_max(1), UINT64_MAX);
+}
+
+Test(hooks, merge_only_within_a_tier_and_dalloc_retains)
+{
+  hk_setup("100%");
+  extent_hooks_t *h = tm_arena_hooks(0, false);
+  char *r0 = (char *)tm_ranges.base + (2 << 20);
+  char *r1 = (char *)tm_ranges.base + ((uintptr_t)1 << tm_ranges.shift) + (2 << 20);
+  cr_expect(h->merge(h, r0, 4096, r0 + 4096, 4096, true, 0) == false, "same tier: merge");
+  cr_expect(h->merge(h, r0, 4096, r1, 4096, true, 0) == true, "two tiers: refuse");
+  cr_expect(h->dalloc(h, r0, 4096, true, 0) == true, "address space is retained");
+  bool zero = false, commit = false;
+  cr_expect_null(h->alloc(h, r0, 4096, 4096, &zero, &commit, 0), "no in-place extension");
+}

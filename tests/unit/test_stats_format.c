@@ -1,0 +1,65 @@
+/* stats: the text and JSON forms of one snapshot, field by field. */
+#include <criterion/criterion.h>
+#include <string.h>
+
+#include "stats.h"
+
+typedef struct fmt_buf_s {
+  char s[8192];
+  size_t n;
+} fmt_buf_t;
+
+static void fmt_write(void *arg, const char *buf, size_t len)
+{
+  fmt_buf_t *b = arg;
+  cr_assert_lt(b->n + len, sizeof b->s);
+  memcpy(b->s + b->n, buf, len);
+  b->n += len;
+  b->s[b->n] = 0;
+}
+
+static tier_stats_t fmt_sample(void)
+{
+  tier_stats_t s;
+  memset(&s, 0, sizeof s);
+  s.version = TIER_STATS_VERSION;
+  s.ntiers = 2;
+  s.unplaced_allocated = 7;
+  s.resident_other = 0;
+  s.resident_sample_ns = 1500000;
+  s.tier[0] = (tier_stats_tier_t){ .capacity = 512ull << 20, .mapped = 32ull << 20,
+                                   .committed = 32ull << 20, .allocated = 3ull << 20,
+                                   .resident = 5ull << 20, .nodes = { 1 } };
+  s.tier[1] = (tier_stats_tier_t){ .capacity = 1ull << 30, .mapped = 10, .committed = 10,
+                                   .allocated = 9, .resident = 0, .nodes = { 6 } };
+  return s;
+}
+
+Test(stats_format, json_has_every_field_once)
+{
+  tier_stats_t s = fmt_sample();
+  fmt_buf_t b = { .n = 0 };
+  tm_stats_format(&s, fmt_write, &b, TIER_STATS_JSON);
+  cr_expect_str_eq(b.s,
+    "{\"version\":1,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "\"resident_sample_ns\":1500000,\"tiers\":["
+    "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
+    "\"allocated\":3145728,\"resident\":5242880},"
+    "{\"tier\":1,\"nodes\":\"1-2\",\"capacity\":1073741824,\"mapped\":10,\"committed\":10,"
+    "\"allocated\":9,\"resident\":0}]}\n");
+}
+
+Test(stats_format, text_is_a_table_with_units)
+{
+  tier_stats_t s = fmt_sample();
+  fmt_buf_t b = { .n = 0 };
+  tm_stats_format(&s, fmt_write, &b, TIER_STATS_TEXT);
+  cr_expect(strstr(b.s, "tiermalloc: 2 tiers\n") == b.s, "%s", b.s);
+#define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
+  TIER_STATS_TIER_FIELDS(X)
+  TIER_STATS_GLOBAL_FIELDS(X)
+#undef X
+  cr_expect(strstr(b.s, "512.0 MiB") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "1-2") != NULL);
+  cr_expect(strstr(b.s, "1.500 ms") != NULL, "%s", b.s);
+}
