@@ -2,6 +2,7 @@
  * numa_maps of a real 6.12 guest (DRAM node0 + CXL node1). The expected
  * numbers are that file's N<node>= counts x 4 KiB, summed by hand. */
 #include <criterion/criterion.h>
+#include <errno.h>
 
 #include "resident.h"
 #include "topology.h"
