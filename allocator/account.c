@@ -9,7 +9,11 @@
 #include "jemap.h"
 #include "startup.h"
 
-__thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec")));
+/* No runs until the thread is READY: the fast paths' compares fail. */
+__thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec"))) = {
+  .alloc_run = TM_NO_RUN,
+  .free_run = TM_NO_RUN,
+};
 
 static pthread_mutex_t account_lock = PTHREAD_MUTEX_INITIALIZER;
 static tm_thread_t *account_threads;          /* registry of READY threads */
@@ -20,8 +24,23 @@ static _Atomic uint64_t account_late_freed[TM_NCOUNT];
 static pthread_key_t account_key;
 static bool account_key_ok;
 
+/* Closes t's open runs (its owner, or a reader of a thread that cannot run:
+ * exiting, or gone in a fork child). */
+static void account_close_runs(tm_thread_t *t)
+{
+  if (t->alloc_run != TM_NO_RUN) {
+    uint64_t now = *t->allocp, nowf = *t->deallocp;
+    tm_count_add(&t->alloc[t->alloc_run], now - t->alloc_seen);
+    tm_count_add(&t->freed[t->free_run], nowf - t->freed_seen);
+    t->alloc_seen = now;
+    t->freed_seen = nowf;
+  }
+}
+
 static void account_unlink_locked(tm_thread_t *t)
 {
+  account_close_runs(t);
+  t->alloc_run = t->free_run = TM_NO_RUN;
   for (int i = 0; i < TM_NCOUNT; i++) {
     account_dead_alloc[i] += __atomic_load_n(&t->alloc[i], __ATOMIC_RELAXED);
     account_dead_freed[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
@@ -38,17 +57,52 @@ static void account_unlink_locked(tm_thread_t *t)
 static void account_thread_exit(void *arg)
 {
   tm_thread_t *t = arg;
-  t->state = TM_THREAD_DEAD;
   tm_arena_thread_exit(t);
   pthread_mutex_lock(&account_lock);
   account_unlink_locked(t);
+  t->state = TM_THREAD_DEAD;
   pthread_mutex_unlock(&account_lock);
+}
+
+void tm_account_switch_alloc(tm_thread_t *t, const void *p)
+{
+  if (p == NULL) return;
+  unsigned i = tm_range_index(p);
+  uint64_t usable = tmje_malloc_usable_size((void *)p);
+  /* The open run ended just before p; memory outside the ranges never opens
+   * a run (it is rare), it is counted at once. */
+  uint64_t start = *t->allocp - usable;
+  tm_count_add(&t->alloc[t->alloc_run], start - t->alloc_seen);
+  if (i == TM_RANGE_OTHER) {
+    tm_count_add(&t->alloc[i], usable);
+    t->alloc_seen = start + usable;
+  } else {
+    t->alloc_seen = start;
+    t->alloc_run = i;
+  }
+}
+
+void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
+{
+  uint64_t now = *t->deallocp;
+  tm_count_add(&t->freed[t->free_run], now - t->freed_seen);
+  t->freed_seen = now;
+  if (i == TM_RANGE_OTHER) {
+    /* Never a free run on OTHER: the fast path would then take glibc's
+     * pointers (and NULL) for jemalloc's. */
+    uint64_t usable = tmje_malloc_usable_size((void *)p);
+    tm_count_add(&t->freed[i], usable);
+    t->freed_seen = now + usable;
+  } else {
+    t->free_run = i;
+  }
 }
 
 tm_thread_t *tm_thread_prepare(void)
 {
   tm_thread_t *t = &tm_tls;
   if (t->state != TM_THREAD_NEW) return t->state == TM_THREAD_READY ? t : NULL;
+  t->alloc_run = t->free_run = TM_NO_RUN;
   t->state = TM_THREAD_BUSY;
   if (tm_start() != 0) {
     /* Start-up is running on another path of this thread (a nested call). */
@@ -62,6 +116,9 @@ tm_thread_t *tm_thread_prepare(void)
     t->state = TM_THREAD_DEAD;   /* jemalloc without stats: count everything late */
     return NULL;
   }
+  t->alloc_seen = *t->allocp;
+  t->freed_seen = *t->deallocp;
+  t->alloc_run = t->free_run = 0;
   pthread_mutex_lock(&account_lock);
   t->next = account_threads;
   if (t->next) t->next->prev = t;
@@ -92,6 +149,14 @@ void tm_account_allocated(uint64_t out[TM_NCOUNT])
     for (int i = 0; i < TM_NCOUNT; i++) {
       a[i] += __atomic_load_n(&t->alloc[i], __ATOMIC_RELAXED);
       f[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
+    }
+    /* The open runs, read racily from a live thread: a snapshot may be a
+     * call behind, never torn (aligned 64-bit loads). */
+    unsigned ar = __atomic_load_n(&t->alloc_run, __ATOMIC_RELAXED);
+    unsigned fr = __atomic_load_n(&t->free_run, __ATOMIC_RELAXED);
+    if (ar < TM_NCOUNT && fr < TM_NCOUNT) {
+      a[ar] += __atomic_load_n(t->allocp, __ATOMIC_RELAXED) - __atomic_load_n(&t->alloc_seen, __ATOMIC_RELAXED);
+      f[fr] += __atomic_load_n(t->deallocp, __ATOMIC_RELAXED) - __atomic_load_n(&t->freed_seen, __ATOMIC_RELAXED);
     }
   }
   pthread_mutex_unlock(&account_lock);

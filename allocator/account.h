@@ -2,13 +2,16 @@
  * account: bytes allocated per tier, from per-thread counters.
  *
  * Every thread has a tm_thread_t in static TLS. jemalloc keeps, per thread,
- * the cumulative usable bytes it allocated and freed; the shim reads that
- * counter before and after each call, and adds the difference to the
- * thread's counter of the tier the pointer lies in. That is two loads and a
- * plain store: no lock, no syscall, no atomic read-modify-write, and exact
- * usable sizes without a size lookup.
+ * the cumulative usable bytes it allocated and freed. Consecutive calls of a
+ * thread almost always hit one tier, so a thread counts in runs: while its
+ * allocations stay on tier `alloc_run`, nothing is written at all, and the
+ * run's bytes are jemalloc's counter minus `alloc_seen`. Only when a pointer
+ * lands on another tier is the run closed (tm_account_switch_*, off line).
+ * The fast path is one compare of the pointer's tier against a TLS byte: no
+ * lock, no syscall, no atomic read-modify-write, no size lookup, and exact
+ * usable sizes. Readers add each live thread's open run.
  *
- * Live threads are linked in a registry (mutex, slow path only); an exiting
+Live threads are linked in a registry (mutex, slow path only); an exiting
  * thread folds its counters into the totals of dead threads. Calls made while
  * a thread cannot count (during start-up, after its exit began) are counted
  * on shared atomics, which is rare and off the fast path.
@@ -30,11 +33,17 @@ typedef enum tm_thread_state_e {
   TM_THREAD_DEAD,        /* its exit began; late calls count on shared atomics */
 } tm_thread_state_t;
 
+#define TM_NO_RUN 0xffu   /* run of a thread that is not READY: every call is slow */
+
 typedef struct tm_thread_s {
+  unsigned alloc_run;          /* tier of the open allocation run, or TM_NO_RUN */
+  unsigned free_run;           /* tier of the open free run, or TM_NO_RUN (never OTHER) */
   int state;
   const uint64_t *allocp;      /* jemalloc's thread.allocatedp */
   const uint64_t *deallocp;    /* jemalloc's thread.deallocatedp */
-  uint64_t alloc[TM_NCOUNT];   /* usable bytes allocated, by range index */
+  uint64_t alloc_seen;         /* *allocp when the open run began */
+  uint64_t freed_seen;
+  uint64_t alloc[TM_NCOUNT];   /* usable bytes allocated in closed runs, by range index */
   uint64_t freed[TM_NCOUNT];
   unsigned tcache[TIER_MAX_TIERS];  /* explicit tcache + 1 for tier_malloc; 0: none */
   struct tm_thread_s *next, *prev;
@@ -49,8 +58,23 @@ static inline void tm_count_add(uint64_t *c, uint64_t delta)
   __atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + delta, __ATOMIC_RELAXED);
 }
 
+/* A READY thread just allocated p (NULL: nothing was allocated) on a tier
+ * other than its open run: closes the run and opens one on p's tier. */
+void tm_account_switch_alloc(tm_thread_t *t, const void *p);
+
+/* A READY thread is about to free p, on range index i != its free run. */
+void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i);
+
+/* After an allocation by a READY thread. */
+static inline void tm_count_alloc(tm_thread_t *t, const void *p)
+{
+  if (__builtin_expect(tm_range_index(p) != t->alloc_run, 0)) tm_account_switch_alloc(t, p);
+}
+
 /* The calling thread, ready to count; NULL when it cannot count now. Starts
- * tiermalloc on the first call of the process. */
+ * tiermalloc on the first call of the process. A READY thread has runs open;
+ * every other state has TM_NO_RUN, so the fast paths' run compares send it
+ * here. */
 static inline tm_thread_t *tm_thread(void)
 {
   tm_thread_t *t = &tm_tls;

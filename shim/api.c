@@ -41,9 +41,8 @@ TM_EXPORT void *tier_malloc(size_t size, int tier)
     p = tmje_mallocx(size ? size : 1, flags);
     if (p) tm_account_late(p, tmje_malloc_usable_size(p), 0);
   } else {
-    uint64_t before = *t->allocp;
     p = tmje_mallocx(size ? size : 1, flags);
-    if (p) tm_count_add(&t->alloc[tm_range_index(p)], *t->allocp - before);
+    tm_count_alloc(t, p);
   }
   if (p == NULL) errno = ENOMEM;
   return p;
@@ -59,9 +58,8 @@ TM_EXPORT void tier_free(void *p)
     tm_shim_free(p);
     return;
   }
-  uint64_t before = *t->deallocp;
+  if (i != t->free_run) tm_account_switch_free(t, p, i);
   tmje_dallocx(p, tm_arena_tcache_flags(t, i));
-  tm_count_add(&t->freed[i], *t->deallocp - before);
 }
 
 TM_EXPORT int tier_stats_get(tier_stats_t *out, size_t size)

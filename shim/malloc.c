@@ -33,25 +33,22 @@ static int shim_jemalloc_owns(const void *p)
   return p != NULL && tm_started() && (tm_ranges.n == 0 || tm_jemap_contains(p));
 }
 
-static inline void *shim_counted_alloc(tm_thread_t *t, void *p, uint64_t before)
-{
-  if (tm_likely(p != NULL)) tm_count_add(&t->alloc[tm_range_index(p)], *t->allocp - before);
-  return p;
-}
-
-static void *shim_late_alloc(void *p)
+static __attribute__((noinline, cold)) void *shim_late_alloc(void *p)
 {
   if (p) tm_account_late(p, tmje_malloc_usable_size(p), 0);
   return p;
 }
 
-/* Calls expr (an allocation into jemalloc), counting its usable size. */
+/* Calls expr (an allocation into jemalloc), counting its usable size. The
+ * fast path holds nothing across the call, so it needs no saved registers;
+ * a thread that is not ready goes through tm_thread() once, off line. */
 #define SHIM_ALLOC(expr)                                                   \
   do {                                                                     \
-    tm_thread_t *t_ = tm_thread();                                         \
-    if (tm_unlikely(t_ == NULL)) return shim_late_alloc(expr);             \
-    uint64_t before_ = *t_->allocp;                                        \
-    return shim_counted_alloc(t_, (expr), before_);                        \
+    if (tm_unlikely(tm_tls.alloc_run == TM_NO_RUN) && tm_thread() == NULL) \
+      return shim_late_alloc(expr);                                        \
+    void *p_ = (expr);                                                     \
+    tm_count_alloc(&tm_tls, p_);                                           \
+    return p_;                                                             \
   } while (0)
 
 void *tm_shim_malloc(size_t size)
@@ -72,33 +69,34 @@ void *tm_shim_aligned(size_t align, size_t size)
   return p;
 }
 
-void tm_shim_free(void *p)
+static __attribute__((noinline, cold)) void shim_free_slow(void *p, unsigned i)
 {
-  unsigned i = tm_range_index(p);
-  if (tm_unlikely(i == TM_RANGE_OTHER) && !shim_jemalloc_owns(p)) {
+  if (i == TM_RANGE_OTHER && !shim_jemalloc_owns(p)) {
     if (p) __libc_free(p);
     return;
   }
   tm_thread_t *t = tm_thread();
-  if (tm_unlikely(t == NULL)) {
+  if (t == NULL) {
     tm_account_late(p, tmje_malloc_usable_size(p), 1);
     tmje_free(p);
     return;
   }
-  uint64_t before = *t->deallocp;
+  if (i != t->free_run) tm_account_switch_free(t, p, i);
   tmje_free(p);
-  tm_count_add(&t->freed[i], *t->deallocp - before);
 }
 
-TM_EXPORT void *malloc(size_t size)
+void tm_shim_free(void *p)
 {
-  return tm_shim_malloc(size);
+  unsigned i = tm_range_index(p);
+  if (tm_unlikely(i != tm_tls.free_run)) {
+    shim_free_slow(p, i);
+    return;
+  }
+  tmje_free(p);
 }
 
-TM_EXPORT void free(void *p)
-{
-  tm_shim_free(p);
-}
+TM_EXPORT void *malloc(size_t size) __attribute__((alias("tm_shim_malloc")));
+TM_EXPORT void free(void *p) __attribute__((alias("tm_shim_free")));
 
 TM_EXPORT void *calloc(size_t n, size_t size)
 {
@@ -121,15 +119,15 @@ TM_EXPORT void *realloc(void *p, size_t size)
     if (q) {
       tm_account_late(p, old, 1);
       tm_account_late(q, tmje_malloc_usable_size(q), 0);
+    } else {
+      errno = ENOMEM;
     }
     return q;
   }
-  uint64_t a0 = *t->allocp, d0 = *t->deallocp;
+  if (i != t->free_run) tm_account_switch_free(t, p, i);
   void *q = tmje_realloc(p, size);
-  if (q) {
-    tm_count_add(&t->alloc[tm_range_index(q)], *t->allocp - a0);
-    tm_count_add(&t->freed[i], *t->deallocp - d0);
-  }
+  tm_count_alloc(t, q);
+  if (tm_unlikely(q == NULL)) errno = ENOMEM;   /* jemalloc does not set it here */
   return q;
 }
 
