@@ -280,7 +280,9 @@ static void opt_load(char *const *env)
   opt_reset();
   for (unsigned i = 0; i < TM_OPTION_COUNT; i++) {
     const char *text = opt_lookup(env, tm_option_descs[i].name);
-    if (text == NULL) continue;
+    /* VAR= is how shells and env files unset a variable: the default, quietly
+     * (a STRING option takes the empty text as its value). */
+    if (text == NULL || (text[0] == '\0' && tm_option_descs[i].type != TM_OPT_STRING)) continue;
     tm_option_value_t v;
     int err = tm_option_parse((tm_option_id_t)i, text, &v);
     if (err != 0) {

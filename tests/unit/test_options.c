@@ -364,15 +364,27 @@ Test(options, init_from_every_message, .init = cr_redirect_stderr)
            "tiermalloc: TIERMALLOC_STATS='yaml' is not one of none|text|json; using default (%s)\n"
            "tiermalloc: TIERMALLOC_STATS_FILE='"
            "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff..."
-           "' is longer than 255 bytes; using default (%s)\n"
-           "tiermalloc: TIERMALLOC_VERBOSE='' is not a boolean; using default (%s)\n",
+           "' is longer than 255 bytes; using default (%s)\n",
            o[TM_OPTION_TOPTIER_MAX].def, o[TM_OPTION_RESERVE].def, o[TM_OPTION_NARENAS].def,
            o[TM_OPTION_DIRTY_DECAY_MS].def, o[TM_OPTION_BACKGROUND_THREAD].def,
-           o[TM_OPTION_STATS].def, o[TM_OPTION_STATS_FILE].def, o[TM_OPTION_VERBOSE].def);
+           o[TM_OPTION_STATS].def, o[TM_OPTION_STATS_FILE].def);
   cr_assert_stderr_eq_str(want);
 }
 
 /* A value cannot break the one-line rule. */
+/* VAR= unsets: the default, with no warning; an empty STRING is a value. */
+Test(options, init_from_empty_value_is_the_default_quietly, .init = cr_redirect_stderr)
+{
+  char *env[] = {"TIERMALLOC_VERBOSE=", "TIERMALLOC_STATS=", "TIERMALLOC_RESERVE=",
+                 "TIERMALLOC_STATS_FILE=", NULL};
+  tm_options_init_from(env);
+  opt_is_default(TM_OPTION_VERBOSE);
+  opt_is_default(TM_OPTION_STATS);
+  opt_is_default(TM_OPTION_RESERVE);
+  cr_assert_str_eq(tm_option(TM_OPTION_STATS_FILE)->str, "");
+  cr_assert_stderr_eq_str("");
+}
+
 Test(options, init_from_control_bytes_in_value, .init = cr_redirect_stderr)
 {
   char *env[] = {"TIERMALLOC_NARENAS=1\n2", NULL};
