@@ -1,0 +1,256 @@
+/*
+ * Thread exit under the allocator that runs this test process: many
+ * short-lived threads allocate, hand blocks to other threads, free blocks
+ * that other (often already exited) threads allocated, and exit with
+ * blocks still in their thread caches. The contract: no crash, no
+ * corruption (every block keeps the pattern its allocator wrote until it
+ * is freed), and the memory a dead thread had cached is reusable.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A block carries its size and a stamp so the freeing thread can check it. */
+typedef struct {
+  size_t size;
+  uint64_t stamp;
+} threads_hdr_t;
+
+static uint64_t threads_rand(uint64_t *s)
+{
+  *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+  return *s >> 33;
+}
+
+static size_t threads_size(uint64_t *s)
+{
+  uint64_t r = threads_rand(s);
+  switch (r % 16) {
+  case 0: return 16384 + r % (512 * 1024);   /* large */
+  case 1: return 4096 + r % 16384;
+  default: return sizeof(threads_hdr_t) + r % 1024;   /* small, the common case */
+  }
+}
+
+static void *threads_make(size_t size, uint64_t stamp)
+{
+  threads_hdr_t *h = malloc(size);
+  if (h == NULL) return NULL;
+  h->size = size;
+  h->stamp = stamp;
+  memset(h + 1, (int)(stamp & 0xff), size - sizeof *h);
+  return h;
+}
+
+/* 0 when the block is intact. */
+static int threads_check(const threads_hdr_t *h)
+{
+  const unsigned char *b = (const unsigned char *)(h + 1);
+  for (size_t i = 0; i < h->size - sizeof *h; i++)
+    if (b[i] != (unsigned char)(h->stamp & 0xff)) return 1;
+  return 0;
+}
+
+/* A bounded mailbox of blocks shared by all threads of one test. */
+enum { THREADS_BOX = 4096 };
+typedef struct {
+  pthread_mutex_t lock;
+  void *slot[THREADS_BOX];
+  size_t n;
+  atomic_long corrupt, made, freed;
+} threads_box_t;
+
+static void threads_box_init(threads_box_t *b)
+{
+  memset(b, 0, sizeof *b);
+  pthread_mutex_init(&b->lock, NULL);
+}
+
+/* Puts p in the box; when full, swaps it with a random resident block,
+ * which the caller then owns (and frees). Returns the block to free or NULL. */
+static void *threads_box_swap(threads_box_t *b, void *p, uint64_t *s)
+{
+  void *out = NULL;
+  pthread_mutex_lock(&b->lock);
+  if (b->n < THREADS_BOX) {
+    b->slot[b->n++] = p;
+  } else {
+    size_t i = threads_rand(s) % THREADS_BOX;
+    out = b->slot[i];
+    b->slot[i] = p;
+  }
+  pthread_mutex_unlock(&b->lock);
+  return out;
+}
+
+static void *threads_box_take(threads_box_t *b)
+{
+  void *p = NULL;
+  pthread_mutex_lock(&b->lock);
+  if (b->n > 0) p = b->slot[--b->n];
+  pthread_mutex_unlock(&b->lock);
+  return p;
+}
+
+static void threads_release(threads_box_t *b, void *p)
+{
+  if (p == NULL) return;
+  if (threads_check(p)) atomic_fetch_add(&b->corrupt, 1);
+  free(p);
+  atomic_fetch_add(&b->freed, 1);
+}
+
+typedef struct {
+  threads_box_t *box;
+  uint64_t seed;
+  int ops;
+} threads_arg_t;
+
+/* One short life: allocate, keep some locally (freed here), give some to
+ * the box (freed by whoever swaps them out), take some from the box (made
+ * by other threads, maybe dead ones), and exit leaving a warm tcache. */
+static void *threads_worker(void *argp)
+{
+  threads_arg_t *a = argp;
+  uint64_t s = a->seed;
+  void *local[32] = { 0 };
+  for (int i = 0; i < a->ops; i++) {
+    uint64_t r = threads_rand(&s);
+    void *p = threads_make(threads_size(&s), a->seed * 1000003u + (uint64_t)i);
+    if (p == NULL) {
+      atomic_fetch_add(&a->box->corrupt, 1000000);   /* out of memory: fail loudly */
+      break;
+    }
+    atomic_fetch_add(&a->box->made, 1);
+    switch (r % 4) {
+    case 0:
+    case 1: {
+      size_t k = r % 32;
+      threads_release(a->box, local[k]);
+      local[k] = p;
+      break;
+    }
+    case 2:
+      threads_release(a->box, threads_box_swap(a->box, p, &s));
+      break;
+    default:
+      threads_release(a->box, threads_box_swap(a->box, p, &s));
+      threads_release(a->box, threads_box_take(a->box));
+      break;
+    }
+  }
+  /* Half of the leftovers go to the box for other threads to free. */
+  for (int k = 0; k < 32; k++) {
+    if (local[k] == NULL) continue;
+    if (k % 2) threads_release(a->box, threads_box_swap(a->box, local[k], &s));
+    else threads_release(a->box, local[k]);
+  }
+  return NULL;
+}
+
+static void threads_drain(threads_box_t *b)
+{
+  void *p;
+  while ((p = threads_box_take(b)) != NULL) threads_release(b, p);
+}
+
+Test(threads, short_lived_threads_with_cross_thread_frees, .timeout = 60)
+{
+  static threads_box_t box;
+  threads_box_init(&box);
+  enum { WAVES = 25, PER_WAVE = 8 };
+  threads_arg_t args[PER_WAVE];
+  for (int w = 0; w < WAVES; w++) {
+    pthread_t t[PER_WAVE];
+    for (int i = 0; i < PER_WAVE; i++) {
+      args[i] = (threads_arg_t){ &box, (uint64_t)(w * PER_WAVE + i + 1), 300 };
+      cr_assert_eq(pthread_create(&t[i], NULL, threads_worker, &args[i]), 0, "wave %d thread %d", w, i);
+    }
+    for (int i = 0; i < PER_WAVE; i++) pthread_join(t[i], NULL);
+  }
+  /* The main thread frees what the dead threads left behind. */
+  threads_drain(&box);
+  cr_expect_eq(atomic_load(&box.corrupt), 0, "%ld blocks were corrupted (or allocation failed)",
+               atomic_load(&box.corrupt));
+  cr_expect_eq(atomic_load(&box.made), atomic_load(&box.freed), "made %ld blocks, freed %ld",
+               atomic_load(&box.made), atomic_load(&box.freed));
+}
+
+/* Counters of the detached-thread test: threads alive and threads done. */
+static atomic_int threads_alive, threads_done;
+
+static void *threads_detached_body(void *argp)
+{
+  threads_worker(argp);
+  atomic_fetch_add(&threads_done, 1);
+  atomic_fetch_sub(&threads_alive, 1);
+  return NULL;   /* the thread's own exit (tcache flush, TSD destructors) follows */
+}
+
+Test(threads, detached_threads_overlapping_lifetimes, .timeout = 60)
+{
+  /* Threads start while others exit: up to 16 alive at a time, 200 in all,
+   * each detached, so thread exit (and its tcache flush) races with other
+   * threads' allocations and frees of the same blocks. */
+  static threads_box_t box;
+  static threads_arg_t args[200];
+  enum { TOTAL = 200, LIVE = 16 };
+  threads_box_init(&box);
+  atomic_store(&threads_alive, 0);
+  atomic_store(&threads_done, 0);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  for (int i = 0; i < TOTAL; i++) {
+    while (atomic_load(&threads_alive) >= LIVE) sched_yield();
+    args[i] = (threads_arg_t){ &box, (uint64_t)(i + 7777), 150 };
+    atomic_fetch_add(&threads_alive, 1);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, threads_detached_body, &args[i]);
+    cr_assert_eq(rc, 0, "pthread_create #%d: %d", i, rc);
+  }
+  while (atomic_load(&threads_done) < TOTAL) sched_yield();
+  pthread_attr_destroy(&attr);
+  threads_drain(&box);
+  cr_expect_eq(atomic_load(&box.corrupt), 0, "%ld blocks were corrupted (or allocation failed)",
+               atomic_load(&box.corrupt));
+  cr_expect_eq(atomic_load(&box.made), atomic_load(&box.freed), "made %ld blocks, freed %ld",
+               atomic_load(&box.made), atomic_load(&box.freed));
+}
+
+static void *threads_alloc_only(void *arg)
+{
+  /* Allocates and returns the blocks to the joiner, which frees them after
+   * this thread (and its thread cache) is gone. */
+  size_t n = (size_t)(uintptr_t)arg;
+  void **v = malloc(n * sizeof *v);
+  if (v == NULL) return NULL;
+  uint64_t s = n;
+  for (size_t i = 0; i < n; i++) {
+    v[i] = threads_make(threads_size(&s), i);
+    if (v[i] == NULL) { free(v); return NULL; }
+  }
+  return v;
+}
+
+Test(threads, blocks_outlive_the_thread_that_made_them, .timeout = 60)
+{
+  long corrupt = 0;
+  for (int round = 0; round < 100; round++) {
+    size_t n = 64 + (size_t)round % 50;
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, threads_alloc_only, (void *)(uintptr_t)n), 0);
+    void **v = NULL;
+    pthread_join(t, (void **)&v);
+    cr_assert_not_null(v, "round %d: the thread's allocations failed", round);
+    for (size_t i = 0; i < n; i++) {
+      corrupt += threads_check(v[i]);
+      free(v[i]);
+    }
+    free(v);
+  }
+  cr_expect_eq(corrupt, 0, "%ld blocks changed after their thread exited", corrupt);
+}

@@ -1,0 +1,430 @@
+/*
+ * Integration: real programs give the same result with and without
+ * LD_PRELOAD=<abs>/build/libtiermalloc.so. Each program runs twice with
+ * the same environment and input; the contract checked is:
+ *   - the run without preload succeeds with the expected exit status and
+ *     some output (so two identical crashes never pass);
+ *   - with preload: the same exit status and byte-identical stdout;
+ *   - stderr is empty in both runs (tiermalloc prints nothing unless asked).
+ * No library: every test here is skipped, saying so. A program that is
+ * not installed (python3, sqlite3, perl) skips its test, saying so.
+ * Helper programs come from build/tests/progs (built by make test-lib);
+ * paths are relative to the repository root, where the tests run.
+ */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+#define PRELOAD_LIB "build/libtiermalloc.so"
+#define PRELOAD_PROGS "build/tests/progs/"
+#define PRELOAD_RUN_TIMEOUT 40.0   /* per run; the Criterion timeout is 90 s for two */
+
+/* The absolute path of the library: build/ under the working directory, or
+ * beside this test binary's directory (build/tests/lib -> build/). */
+static const char *preload_lib(char *buf, size_t size)
+{
+  char tmp[PATH_MAX];
+  if (realpath(PRELOAD_LIB, tmp) && access(tmp, R_OK) == 0) {
+    snprintf(buf, size, "%s", tmp);
+    return buf;
+  }
+  ssize_t n = readlink("/proc/self/exe", tmp, sizeof tmp - 32);
+  if (n > 0) {
+    tmp[n] = '\0';
+    char *slash = strrchr(tmp, '/');
+    if (slash) {
+      strcpy(slash, "/../libtiermalloc.so");
+      char abs[PATH_MAX];
+      if (realpath(tmp, abs) && access(abs, R_OK) == 0) {
+        snprintf(buf, size, "%s", abs);
+        return buf;
+      }
+    }
+  }
+  return NULL;
+}
+
+/* "LD_PRELOAD=<lib>", or skips the calling test when there is no library. */
+#define PRELOAD_REQUIRE_LIB(var)                                                            \
+  char var[PATH_MAX + 16];                                                                  \
+  do {                                                                                      \
+    char lib_[PATH_MAX];                                                                    \
+    if (preload_lib(lib_, sizeof lib_) == NULL)                                             \
+      cr_skip_test("%s is not built (run make): nothing to preload", PRELOAD_LIB);          \
+    snprintf(var, sizeof var, "LD_PRELOAD=%s", lib_);                                       \
+  } while (0)
+
+/* The absolute path of program `name`, or skips the test: it is not installed. */
+#define PRELOAD_REQUIRE_TOOL(var, name)                                                     \
+  char var[PATH_MAX];                                                                       \
+  do {                                                                                      \
+    if (spawn_which(name, var, sizeof var) == NULL)                                         \
+      cr_skip_test("%s is not installed (make deps installs it)", name);                    \
+  } while (0)
+
+/* The path of helper program build/tests/progs/name; a missing one is a
+ * failure, since make test-lib builds them all before this binary runs. */
+static void preload_prog(const char *name, char *buf, size_t size)
+{
+  snprintf(buf, size, PRELOAD_PROGS "%s", name);
+  if (access(buf, X_OK) != 0)
+    cr_assert_fail("helper program %s is missing: run make test-lib (it builds tests/progs/%s.*)", buf, name);
+}
+
+/* A short excerpt of s around offset at, with control bytes escaped. */
+static const char *preload_excerpt(const char *s, size_t len, size_t at, char *buf, size_t size)
+{
+  size_t from = at > 60 ? at - 60 : 0, to = at + 60 < len ? at + 60 : len, k = 0;
+  for (size_t i = from; i < to && k + 5 < size; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '\n') { buf[k++] = '\\'; buf[k++] = 'n'; }
+    else if (c < 0x20 || c >= 0x7f) k += (size_t)snprintf(buf + k, size - k, "\\x%02x", c);
+    else buf[k++] = (char)c;
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+typedef struct {
+  const char *what;           /* names the run in messages */
+  char *const *argv;
+  char *const *env;           /* extra NAME=VALUE for both runs, NULL-terminated */
+  const char *input;          /* stdin, or NULL */
+  int expect_exit;            /* the plain run's exit status */
+} preload_case_t;
+
+/* Runs c without and with the library (preload_env is "LD_PRELOAD=..."),
+ * and asserts the contract in this file's header. */
+static void preload_compare(const preload_case_t *c, const char *preload_env)
+{
+  char *with[32];
+  size_t n = 0;
+  for (; c->env && c->env[n]; n++) with[n] = c->env[n];
+  cr_assert_lt(n, 30, "too many variables");
+  with[n++] = (char *)preload_env;
+  with[n] = NULL;
+
+  spawn_result_t base = spawn_run(c->argv, c->env, c->input, PRELOAD_RUN_TIMEOUT);
+  spawn_result_t pre = spawn_run(c->argv, with, c->input, PRELOAD_RUN_TIMEOUT);
+  char s1[128], s2[128];
+  spawn_status_str(&base, s1, sizeof s1);
+  spawn_status_str(&pre, s2, sizeof s2);
+
+  /* The plain run is the reference: it must have worked. */
+  cr_assert(base.err == 0 && !base.timed_out && WIFEXITED(base.status) && WEXITSTATUS(base.status) == c->expect_exit,
+            "%s without preload: %s, want exit %d; stderr: %.2000s", c->what, s1, c->expect_exit,
+            base.errout ? base.errout : "");
+  cr_assert_gt(base.out_len, 0, "%s without preload printed nothing", c->what);
+  cr_expect_eq(base.err_len, 0, "%s without preload wrote to stderr (the test expects none): %.2000s", c->what,
+               base.errout);
+
+  cr_assert(pre.err == 0 && !pre.timed_out, "%s with preload: %s", c->what, s2);
+  cr_expect_eq(pre.status, base.status, "%s: %s with preload, %s without; stderr with preload: %.2000s", c->what, s2,
+               s1, pre.errout);
+  cr_expect_eq(pre.err_len, 0, "%s with preload wrote %zu bytes to stderr: %.2000s", c->what, pre.err_len,
+               pre.errout);
+
+  if (pre.out_len != base.out_len || memcmp(pre.out, base.out, base.out_len) != 0) {
+    size_t at = 0, min = pre.out_len < base.out_len ? pre.out_len : base.out_len;
+    while (at < min && pre.out[at] == base.out[at]) at++;
+    char e1[512], e2[512];
+    cr_expect_fail("%s: stdout differs at byte %zu (%zu bytes without preload, %zu with)\n"
+                   "  without: ...%s...\n  with:    ...%s...",
+                   c->what, at, base.out_len, pre.out_len, preload_excerpt(base.out, base.out_len, at, e1, sizeof e1),
+                   preload_excerpt(pre.out, pre.out_len, at, e2, sizeof e2));
+  }
+  spawn_free(&base);
+  spawn_free(&pre);
+}
+
+/* ---- (a) C++: every operator new/delete, containers, exceptions -------- */
+
+Test(preload, cxx_new_delete_and_containers, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  preload_prog("cxx_new", prog, sizeof prog);
+  char *argv[] = { prog, NULL };
+  preload_case_t c = { "cxx_new", argv, NULL, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+/* ---- (b) CPython --------------------------------------------------------- */
+
+/* Debian's python3 first: a PATH shim (pyenv) is a shell script around it. */
+static const char *preload_python(char *buf, size_t size)
+{
+  if (access("/usr/bin/python3", X_OK) == 0) {
+    snprintf(buf, size, "/usr/bin/python3");
+    return buf;
+  }
+  return spawn_which("python3", buf, size);
+}
+
+static void preload_python_case(const char *pymalloc)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char py[PATH_MAX];
+  if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
+  char script[PATH_MAX];
+  cr_assert_not_null(realpath("tests/progs/work.py", script), "tests/progs/work.py not found: run from the repository root");
+  char *argv[] = { py, "-I", script, NULL };   /* -I: no user site, no PYTHON* but ours */
+  char *env[] = { (char *)pymalloc, "PYTHONHASHSEED=0", NULL };
+  preload_case_t c = { pymalloc, argv, env, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+Test(preload, python_default_allocator, .timeout = 90)
+{
+  /* pymalloc for small objects, malloc for the rest and for the runtime. */
+  preload_python_case("PYTHONMALLOC=default");
+}
+
+Test(preload, python_malloc_everywhere, .timeout = 90)
+{
+  preload_python_case("PYTHONMALLOC=malloc");
+}
+
+Test(preload, python_inline_threads_and_gc, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char py[PATH_MAX];
+  if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
+  /* Threads that allocate and drop cyclic garbage while gc runs; bytes
+   * objects of many sizes; the output is counts only. */
+  char *argv[] = { py, "-I", "-c",
+    "import gc, threading\n"
+    "out = [0] * 4\n"
+    "def w(i):\n"
+    "    keep = []\n"
+    "    for n in range(20000):\n"
+    "        a = {'n': n, 'b': bytes(n % 3000), 's': str(n) * (n % 7)}\n"
+    "        a['self'] = a\n"
+    "        keep.append(a)\n"
+    "        if len(keep) > 500: keep = keep[250:]\n"
+    "        if n % 5000 == 0: gc.collect()\n"
+    "    out[i] = sum(len(k['b']) + len(k['s']) for k in keep)\n"
+    "ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]\n"
+    "[t.start() for t in ts]\n"
+    "[t.join() for t in ts]\n"
+    "print(out, gc.collect() >= 0)\n",
+    NULL };
+  char *env[] = { "PYTHONMALLOC=malloc", "PYTHONHASHSEED=0", NULL };
+  preload_case_t c = { "python -c (threads, gc)", argv, env, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+/* ---- (c) threads + fork ------------------------------------------------ */
+
+Test(preload, threads_with_fork, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  preload_prog("thread_fork", prog, sizeof prog);
+  char *argv[] = { prog, NULL };
+  preload_case_t c = { "thread_fork", argv, NULL, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+/* ---- (d) sqlite3 ------------------------------------------------------- */
+
+Test(preload, sqlite3_in_memory, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(sqlite, "sqlite3");
+  static const char sql[] =
+    "CREATE TABLE t(id INTEGER PRIMARY KEY, grp INTEGER, name TEXT, val REAL);\n"
+    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 20000)\n"
+    "  INSERT INTO t(grp, name, val)\n"
+    "  SELECT x % 97, printf('name-%05d-%s', x, substr('abcdefghijklmnopqrstuvwxyz', 1 + x % 22, 1 + x % 5)),\n"
+    "         (x * 7919) % 10007 / 3.0 FROM c;\n"
+    "CREATE INDEX t_grp ON t(grp, val);\n"
+    "CREATE INDEX t_name ON t(name);\n"
+    "SELECT count(*), sum(grp), round(sum(val), 3) FROM t;\n"
+    "SELECT grp, count(*), round(avg(val), 4), max(name) FROM t GROUP BY grp ORDER BY grp LIMIT 12;\n"
+    "SELECT name, round(val, 2) FROM t WHERE grp = 13 ORDER BY val DESC, id LIMIT 5;\n"
+    "SELECT group_concat(name, ',') FROM (SELECT name FROM t ORDER BY name DESC LIMIT 15);\n"
+    "CREATE TABLE u AS SELECT grp, group_concat(name, ';') AS names FROM t GROUP BY grp;\n"
+    "SELECT grp, length(names) FROM u ORDER BY length(names) DESC, grp LIMIT 5;\n"
+    "SELECT a.grp, count(*) FROM t a JOIN u b ON a.grp = b.grp WHERE a.id % 11 = 0 GROUP BY a.grp ORDER BY 2 DESC, 1 LIMIT 5;\n"
+    "UPDATE t SET name = name || '-' || hex(zeroblob(id % 4)) || upper(name) WHERE id % 3 = 0;\n"
+    "DELETE FROM t WHERE id % 5 = 0;\n"
+    "VACUUM;\n"
+    "SELECT count(*), sum(length(name)), max(length(name)) FROM t;\n"
+    "SELECT substr(name, 1, 30) FROM t ORDER BY name LIMIT 3;\n";
+  char *argv[] = { sqlite, "-batch", "-bail", ":memory:", NULL };
+  preload_case_t c = { "sqlite3", argv, NULL, sql, 0 };
+  preload_compare(&c, ld);
+}
+
+/* ---- (e) perl ------------------------------------------------------------ */
+
+Test(preload, perl_hashes_arrays_strings, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(perl, "perl");
+  char *argv[] = { perl, "-e",
+    "use strict; use warnings;\n"
+    "my (%h, @a);\n"
+    "for my $i (1 .. 200000) {\n"
+    "  my $k = 'k' . ($i * 7919 % 50000);\n"
+    "  $h{$k} .= chr(97 + $i % 26);\n"
+    "  push @a, $k if $i % 3 == 0;\n"
+    "  delete $h{'k' . ($i % 1000)} if $i % 997 == 0;\n"
+    "}\n"
+    "my @s = sort { length($h{$a}) <=> length($h{$b}) or $a cmp $b } keys %h;\n"
+    "print scalar(@s), ' ', $s[0], ' ', $s[-1], ' ', $h{$s[-1]}, \"\\n\";\n"
+    "my %c; $c{$_}++ for @a;\n"
+    "print join(' ', map { \"$_=$c{$_}\" } (sort keys %c)[0 .. 9]), \"\\n\";\n"
+    "my $s = 'abc' x 100000; $s =~ s/b/BB/g;\n"
+    "my @w = split /B+/, $s;\n"
+    "print length($s), ' ', substr($s, 0, 10), ' ', scalar(@w), \"\\n\";\n"
+    "my @n = map { [$_, sprintf('%08x', $_ * 2654435761 % 4294967296)] } 1 .. 50000;\n"
+    "@n = sort { $a->[1] cmp $b->[1] } @n;\n"
+    "print join(',', map { $_->[0] } @n[0 .. 7]), \"\\n\";\n"
+    "my $j = join('', map { chr(65 + $_ % 26) x ($_ % 50) } 1 .. 20000);\n"
+    "my $count = () = $j =~ /(A+B+|Z{10,})/g;\n"
+    "print length($j), ' ', $count, \"\\n\";\n",
+    NULL };
+  char *env[] = { "PERL_HASH_SEED=0", "PERL_PERTURB_KEYS=0", NULL };
+  preload_case_t c = { "perl", argv, env, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+/* ---- (f) coreutils sort and grep on a generated file -------------------- */
+
+/* Writes a deterministic text file of `lines` lines into dir; its path in buf. */
+static void preload_make_text(const char *dir, size_t lines, char *buf, size_t size)
+{
+  snprintf(buf, size, "%s/input.txt", dir);
+  FILE *f = fopen(buf, "w");
+  cr_assert_not_null(f, "cannot create %s", buf);
+  uint64_t s = 12345;
+  static const char *const vocab[] = { "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta",
+                                       "iota", "kappa", "lambda", "mu", "xyzzy", "quux", "foo", "bar" };
+  for (size_t i = 0; i < lines; i++) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint64_t r = s >> 17;
+    fprintf(f, "%s%c%llu,%s-%s %05llu", vocab[r % 16], (char)('a' + (r >> 4) % 26), (unsigned long long)(r % 100000),
+            vocab[(r >> 8) % 16], vocab[(r >> 12) % 16], (unsigned long long)((r >> 20) % 100000));
+    if (r % 7 == 0) fputs(" aaab-aab", f);
+    if (r % 11 == 0) fputs(" ZETA", f);
+    fputc('\n', f);
+  }
+  cr_assert_eq(fclose(f), 0);
+}
+
+/* A private directory under /tmp, removed with its files by preload_rmdir. */
+static void preload_mkdir(char *buf, size_t size)
+{
+  snprintf(buf, size, "/tmp/tiermalloc-preload-XXXXXX");
+  cr_assert_not_null(mkdtemp(buf), "mkdtemp failed");
+}
+
+static void preload_rmdir(const char *dir)
+{
+  char *argv[] = { "rm", "-rf", (char *)dir, NULL };
+  spawn_result_t r = spawn_run(argv, NULL, NULL, 30);
+  spawn_free(&r);
+}
+
+Test(preload, sort_generated_file, .timeout = 90)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(sort, "sort");
+  char dir[64], file[128], tmpdir[160];
+  preload_mkdir(dir, sizeof dir);
+  preload_make_text(dir, 150000, file, sizeof file);
+  snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
+
+  /* Whole-line sort in the C locale; keyed numeric sort; sort -u in a
+   * UTF-8 locale (strcoll, allocations per line); a small buffer with two
+   * threads, which spills to temporary files and merges them. */
+  char *a1[] = { sort, file, NULL };
+  char *a2[] = { sort, "-t,", "-k2,2", "-k1,1n", "-s", file, NULL };
+  char *a3[] = { sort, "-u", "-f", file, NULL };
+  char *a4[] = { sort, "--parallel=2", "-S", "256K", "-r", file, NULL };
+  char *c_env[] = { "LC_ALL=C", tmpdir, NULL };
+  char *u_env[] = { "LC_ALL=C.UTF-8", tmpdir, NULL };
+  preload_case_t cases[] = {
+    { "sort", a1, c_env, NULL, 0 },
+    { "sort -t, -k2,2 -k1,1n -s", a2, c_env, NULL, 0 },
+    { "sort -u -f (C.UTF-8)", a3, u_env, NULL, 0 },
+    { "sort --parallel=2 -S 256K -r", a4, c_env, NULL, 0 },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) preload_compare(&cases[i], ld);
+  preload_rmdir(dir);
+}
+
+Test(preload, grep_regexes, .timeout = 90)
+{
+  /* grep is the canary for malloc(0): it treats a NULL from malloc(0) as
+   * out of memory (it fails that way under memkind). Its regex engines
+   * allocate heavily: DFA, back-references, -o, case folding, many -e. */
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(grep, "grep");
+  char dir[64], file[128];
+  preload_mkdir(dir, sizeof dir);
+  preload_make_text(dir, 80000, file, sizeof file);
+
+  char *a1[] = { grep, "-E", "-c", "^(alpha|beta|gam+a)[a-z][0-9]{2,4},", file, NULL };
+  char *a2[] = { grep, "-n", "-E", "(a+)b-\\1b", file, NULL };   /* back-reference */
+  char *a3[] = { grep, "-o", "-E", "[0-9]{5}$", file, NULL };
+  char *a4[] = { grep, "-i", "-v", "-c", "zeta|xyzzy", file, NULL };
+  char *a5[] = { grep, "-F", "-e", "quux", "-e", "lambda-mu", "-e", "ZETA", "-c", file, NULL };
+  char *a6[] = { grep, "-w", "-E", "-m", "500", "(theta|iota)-(mu|eta)", file, NULL };
+  char *a7[] = { grep, "-P", "-c", "(?<=-)(eta|mu) \\d{3}", file, NULL };
+  char *c_env[] = { "LC_ALL=C", NULL };
+  char *u_env[] = { "LC_ALL=C.UTF-8", NULL };
+  preload_case_t cases[] = {
+    { "grep -E -c (alternation, interval)", a1, c_env, NULL, 0 },
+    { "grep -n -E (back-reference)", a2, c_env, NULL, 0 },
+    { "grep -o -E", a3, c_env, NULL, 0 },
+    { "grep -i -v -c (C.UTF-8)", a4, u_env, NULL, 0 },
+    { "grep -F -e -e -e -c", a5, c_env, NULL, 0 },
+    { "grep -w -E -m (C.UTF-8)", a6, u_env, NULL, 0 },
+    { "grep -P -c", a7, c_env, NULL, 0 },
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) preload_compare(&cases[i], ld);
+  preload_rmdir(dir);
+}
+
+/* ---- a bad option ------------------------------------------------------- */
+
+Test(preload, bad_option_warns_once_and_changes_nothing, .timeout = 60)
+{
+  /* TIERMALLOC_RESERVE=12Q: one line on stderr naming the variable and the
+   * value, the default is used, and the program runs as without preload. */
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(sort, "sort");
+  static const char input[] = "pear\napple\nfig\nbanana\napple\n";
+  char *argv[] = { sort, NULL };
+  char *plain_env[] = { "LC_ALL=C", NULL };
+  char *bad_env[] = { "LC_ALL=C", "TIERMALLOC_RESERVE=12Q", ld, NULL };
+
+  spawn_result_t base = spawn_run(argv, plain_env, input, PRELOAD_RUN_TIMEOUT);
+  spawn_result_t bad = spawn_run(argv, bad_env, input, PRELOAD_RUN_TIMEOUT);
+  char s1[128], s2[128];
+  cr_assert(base.err == 0 && WIFEXITED(base.status) && WEXITSTATUS(base.status) == 0, "sort without preload: %s",
+            spawn_status_str(&base, s1, sizeof s1));
+  cr_expect_eq(bad.status, base.status, "sort with TIERMALLOC_RESERVE=12Q: %s", spawn_status_str(&bad, s2, sizeof s2));
+  cr_expect(bad.out_len == base.out_len && memcmp(bad.out, base.out, base.out_len) == 0,
+            "stdout changed: without preload \"%s\", with it \"%s\"", base.out, bad.out);
+
+  static const char want[] = "tiermalloc: TIERMALLOC_RESERVE='12Q' is not a size";
+  size_t lines = 0;
+  for (size_t i = 0; i < bad.err_len; i++) lines += bad.errout[i] == '\n';
+  cr_expect(lines == 1 && bad.err_len > 0 && bad.errout[bad.err_len - 1] == '\n',
+            "stderr has %zu lines, want exactly one: \"%s\"", lines, bad.errout);
+  cr_expect(strncmp(bad.errout, want, sizeof want - 1) == 0, "stderr is \"%s\", want a line starting \"%s\"",
+            bad.errout, want);
+  spawn_free(&base);
+  spawn_free(&bad);
+}
