@@ -1,0 +1,34 @@
+# The tiered-VM tests (included by the top Makefile).
+#   build/tests/vmtest  tests/vm/*.c, Criterion, linked to libtiermalloc.so;
+#                       runs inside the guest, VMTEST_TOPOLOGY says which.
+#   make test-vm        boots tests/vm/run once per topology (2tier, 3tier,
+#                       flat) and runs vmtest there. About 1-2 minutes on 2 cores.
+# Without qemu-system-x86_64 it prints SKIP and the reason; under CI (CI set
+# and not "false") a missing qemu is a failure, so CI never skips silently.
+
+VM_SRC     := $(sort $(wildcard tests/vm/*.c))
+VM_TIMEOUT ?= 240
+VM_TOPOLOGIES ?= 2tier 3tier flat
+
+.PHONY: test-vm
+$(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(B)/libtiermalloc.so
+	@mkdir -p $(@D)
+	$(CC) $(TEST_FLAGS) -Itests/vm -o $@ $(VM_SRC) -L$(B) -ltiermalloc -Wl,-rpath,'$$ORIGIN/..' \
+	  $(CRIT_LIBS) $(LIBS) -lnuma
+
+test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so
+	@if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then \
+	  if [ -n "$$CI" ] && [ "$$CI" != false ]; then \
+	    echo "test-vm: FAIL: qemu-system-x86_64 not found (make deps installs qemu-system-x86)"; exit 1; \
+	  fi; \
+	  echo "test-vm: SKIP: qemu-system-x86_64 not found, no tiered VM (make deps installs qemu-system-x86)"; \
+	  exit 0; \
+	fi; \
+	fail=; \
+	for topo in $(VM_TOPOLOGIES); do \
+	  echo "test-vm: $$topo"; \
+	  tests/vm/run --verbose --topology $$topo --timeout $(VM_TIMEOUT) --env VMTEST_TOPOLOGY=$$topo -- \
+	    $(B)/tests/vmtest --jobs 1 || fail="$$fail $$topo"; \
+	done; \
+	if [ -n "$$fail" ]; then echo "test-vm: FAILED in:$$fail"; exit 1; fi; \
+	echo "test-vm: passed in $(VM_TOPOLOGIES)"

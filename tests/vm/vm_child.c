@@ -1,0 +1,104 @@
+/*
+ * Child modes of build/tests/vmtest. Some claims need a fresh process whose
+ * environment tiermalloc reads at start-up (TIERMALLOC_TIERS,
+ * TIERMALLOC_TOPTIER_MAX). The tests run this same binary with
+ * VMTEST_CHILD=<mode>; a constructor runs the mode, prints key=value lines
+ * on stdout and exits before Criterion starts. No Criterion calls here.
+ *
+ *   tiers:  tier_count(), and for each tier its nodes (tier_stats_get) and
+ *           the node that move_pages reports for 4 MiB from tier_malloc.
+ *   budget: 64 x 1 MiB malloc'd and touched; for each tier, how many chunks
+ *           tier_of() puts there and on which nodes their pages are; the
+ *           stats' mapped bytes per tier.
+ */
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vmtest.h"
+
+/* Pages of [p, p+len) on each node; returns pages not present. */
+static size_t child_pages(const void *p, size_t len, size_t counts[VM_MAX_NODES])
+{
+  long psz = sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(psz - 1), end = (uintptr_t)p + len;
+  size_t bad = 0;
+  enum { BATCH = 512 };
+  void *pages[BATCH];
+  int status[BATCH];
+  while (a < end) {
+    unsigned long n = 0;
+    for (; n < BATCH && a < end; n++, a += (uintptr_t)psz) pages[n] = (void *)a;
+    if (move_pages(0, n, pages, NULL, status, 0) < 0) return (size_t)-1;
+    for (unsigned long i = 0; i < n; i++) {
+      if (status[i] >= 0 && status[i] < VM_MAX_NODES) counts[status[i]]++;
+      else bad++;
+    }
+  }
+  return bad;
+}
+
+static void child_tiers(void)
+{
+  int n = tier_count();
+  printf("count=%d\n", n);
+  tier_stats_t s;
+  if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
+  for (int t = 0; t < n && t < TIER_MAX_TIERS; t++) {
+    size_t len = 4 * VM_MIB, counts[VM_MAX_NODES] = { 0 };
+    char *p = tier_malloc(len, t);
+    if (!p) { printf("tier=%d error=tier_malloc\n", t); continue; }
+    vm_touch(p, len);
+    size_t bad = child_pages(p, len, counts);
+    printf("tier=%d nodes=0x%llx of=%d absent=%zu span=%zu", t, (unsigned long long)s.tier[t].nodes[0],
+           tier_of(p), bad, vm_span_pages(p, len));
+    for (int i = 0; i < VM_MAX_NODES; i++)
+      if (counts[i]) printf(" N%d=%zu", i, counts[i]);
+    printf("\n");
+    tier_free(p);
+  }
+}
+
+static void child_budget(void)
+{
+  enum { CHUNKS = 64 };
+  size_t len = VM_MIB;
+  size_t chunks[TIER_MAX_TIERS] = { 0 }, span[TIER_MAX_TIERS] = { 0 };
+  size_t counts[TIER_MAX_TIERS][VM_MAX_NODES] = { { 0 } };
+  size_t none = 0;
+  void *keep[CHUNKS];
+  for (int i = 0; i < CHUNKS; i++) {
+    keep[i] = malloc(len);
+    if (!keep[i]) { printf("error=malloc\n"); return; }
+    vm_touch(keep[i], len);
+    int t = tier_of(keep[i]);
+    if (t < 0 || t >= TIER_MAX_TIERS) { none++; continue; }
+    chunks[t]++;
+    span[t] += vm_span_pages(keep[i], len);
+    child_pages(keep[i], len, counts[t]);
+  }
+  tier_stats_t s;
+  if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
+  printf("count=%d untiered=%zu\n", tier_count(), none);
+  for (int t = 0; t < tier_count() && t < TIER_MAX_TIERS; t++) {
+    printf("tier=%d chunks=%zu span=%zu mapped=%llu resident=%llu", t, chunks[t], span[t],
+           (unsigned long long)s.tier[t].mapped, (unsigned long long)s.tier[t].resident);
+    for (int i = 0; i < VM_MAX_NODES; i++)
+      if (counts[t][i]) printf(" N%d=%zu", i, counts[t][i]);
+    printf("\n");
+  }
+  for (int i = 0; i < CHUNKS; i++) free(keep[i]);
+}
+
+__attribute__((constructor)) static void vm_child_main(void)
+{
+  const char *mode = getenv("VMTEST_CHILD");
+  if (!mode) return;
+  if (strcmp(mode, "tiers") == 0) child_tiers();
+  else if (strcmp(mode, "budget") == 0) child_budget();
+  else printf("error=unknown mode %s\n", mode);
+  fflush(stdout);
+  _exit(0);
+}

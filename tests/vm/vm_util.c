@@ -1,0 +1,241 @@
+/* Helpers of the VM tests; see vmtest.h. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vmtest.h"
+
+extern char **environ;
+
+#define BIT(n) (1ull << (n))
+
+static const vm_topology_t vm_topologies[] = {
+  /* node0: CPUs + DRAM; node1: CPU-less, CXL-like HMAT values. */
+  { "2tier", 2, "4:0 54:1", 2, { BIT(0), BIT(1) } },
+  /* node0: CPUs + DRAM; node1: CPU-less HBM-like (faster than DRAM), node2:
+   * CPU-less CXL-like. The kernel puts HBM above DRAM. */
+  { "3tier", 3, "0:1 4:0 54:2", 3, { BIT(1), BIT(0), BIT(2) } },
+  /* No HMAT: one kernel tier; tiermalloc's fallback puts the CPU node on top. */
+  { "flat", 2, "4:0-1", 2, { BIT(0), BIT(1) } },
+};
+
+int vm_read_file(const char *path, char *buf, size_t size)
+{
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t n = 0;
+  while (n + 1 < size) {
+    ssize_t r = read(fd, buf + n, size - 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = 0;
+  while (n > 0 && buf[n - 1] == '\n') buf[--n] = 0;
+  return 0;
+}
+
+const vm_topology_t *vm_topology(void)
+{
+  const char *name = getenv("VMTEST_TOPOLOGY");
+  cr_assert(name && *name, "VMTEST_TOPOLOGY is not set: these tests run inside the tiered VM; "
+            "use make test-vm, or tests/vm/run --topology T --env VMTEST_TOPOLOGY=T -- build/tests/vmtest");
+  const vm_topology_t *topo = NULL;
+  for (size_t i = 0; i < sizeof vm_topologies / sizeof *vm_topologies; i++)
+    if (strcmp(vm_topologies[i].name, name) == 0) topo = &vm_topologies[i];
+  cr_assert_not_null(topo, "VMTEST_TOPOLOGY=%s is not 2tier, 3tier or flat", name);
+  char online[64], want[16];
+  cr_assert_eq(vm_read_file("/sys/devices/system/node/online", online, sizeof online), 0);
+  snprintf(want, sizeof want, "0-%d", topo->nnodes - 1);
+  cr_assert_str_eq(online, want, "nodes online: %s, but topology %s has %s: not in the right guest?",
+                   online, name, want);
+  return topo;
+}
+
+int vm_tier_node(const vm_topology_t *topo, int t)
+{
+  return __builtin_ctzll(topo->tier_nodes[t]);
+}
+
+void vm_touch(void *p, size_t len)
+{
+  char *c = p;
+  uint64_t x = (uintptr_t)p * 0x9e3779b97f4a7c15ull;
+  for (size_t off = 0; off < len; off += 512) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    size_t n = len - off < 8 ? len - off : 8;
+    memcpy(c + off, &x, n);
+  }
+  if (len >= 8) memcpy(c + len - 8, &x, 8);   /* the last, maybe partial, page */
+}
+
+size_t vm_span_pages(const void *p, size_t len)
+{
+  uintptr_t psz = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p & ~(psz - 1), end = ((uintptr_t)p + len + psz - 1) & ~(psz - 1);
+  return (end - a) / psz;
+}
+
+size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES])
+{
+  long psz = sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(psz - 1);
+  uintptr_t end = (uintptr_t)p + len;
+  size_t bad = 0;
+  enum { BATCH = 1024 };
+  void *pages[BATCH];
+  int status[BATCH];
+  while (a < end) {
+    unsigned long n = 0;
+    for (; n < BATCH && a < end; n++, a += (uintptr_t)psz) pages[n] = (void *)a;
+    long rc = move_pages(0, n, pages, NULL, status, 0);
+    cr_assert_geq(rc, 0, "move_pages: %s", strerror(errno));
+    for (unsigned long i = 0; i < n; i++) {
+      if (status[i] >= 0 && status[i] < VM_MAX_NODES) counts[status[i]]++;
+      else bad++;
+    }
+  }
+  return bad;
+}
+
+int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES])
+{
+  char path[64];
+  if (pid) snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
+  else snprintf(path, sizeof path, "/proc/self/numa_maps");
+  /* Read it all first: a file opened with stdio would allocate while we
+   * read it, but the reading itself must not add mappings. */
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  size_t cap = 1 << 20, n = 0;
+  char *buf = malloc(cap);
+  if (!buf) { close(fd); return -1; }
+  for (;;) {
+    if (n + 4096 > cap) {
+      char *b = realloc(buf, cap * 2);
+      if (!b) { free(buf); close(fd); return -1; }
+      buf = b; cap *= 2;
+    }
+    ssize_t r = read(fd, buf + n, cap - n - 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    n += (size_t)r;
+  }
+  close(fd);
+  buf[n] = 0;
+  for (char *line = buf, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    char *end;
+    unsigned long long start = strtoull(line, &end, 16);
+    if (end == line) continue;
+    if (tiered_only && tier_of((void *)(uintptr_t)start) == TIER_NONE) continue;
+    uint64_t pages[VM_MAX_NODES] = { 0 };
+    uint64_t kb = 4;
+    for (char *tok = strtok(end, " "); tok; tok = strtok(NULL, " ")) {
+      int node;
+      unsigned long long v;
+      if (sscanf(tok, "N%d=%llu", &node, &v) == 2 && node >= 0 && node < VM_MAX_NODES)
+        pages[node] += v;
+      else if (sscanf(tok, "kernelpagesize_kB=%llu", &v) == 1)
+        kb = v;
+    }
+    for (int i = 0; i < VM_MAX_NODES; i++) bytes[i] += pages[i] * kb * 1024;
+  }
+  free(buf);
+  return 0;
+}
+
+int vm_run(char *const argv[], char *const env[], char *out, size_t size)
+{
+  size_t nenv = 0, nadd = 0;
+  while (environ[nenv]) nenv++;
+  while (env && env[nadd]) nadd++;
+  char **envp = calloc(nenv + nadd + 1, sizeof *envp);
+  cr_assert_not_null(envp);
+  size_t k = 0;
+  for (size_t i = 0; i < nenv; i++) {
+    int replaced = 0;
+    for (size_t j = 0; j < nadd; j++) {
+      size_t len = strcspn(env[j], "=");
+      if (strncmp(environ[i], env[j], len) == 0 && environ[i][len] == '=') replaced = 1;
+    }
+    if (!replaced) envp[k++] = environ[i];
+  }
+  for (size_t j = 0; j < nadd; j++) envp[k++] = env[j];
+  envp[k] = NULL;
+
+  int fds[2];
+  cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
+  /* fork + execve (tests/spawn.h shadows <spawn.h> here). */
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    execve(argv[0], argv, envp);
+    dprintf(STDERR_FILENO, "vmtest: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(fds[1]);
+  free(envp);
+  size_t n = 0;
+  char sink[4096];
+  for (;;) {
+    ssize_t r = n + 1 < size ? read(fds[0], out + n, size - 1 - n) : read(fds[0], sink, sizeof sink);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    if (n + 1 < size) n += (size_t)r;
+  }
+  out[n] = 0;
+  close(fds[0]);
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+const char *vm_self(void)
+{
+  static char self[PATH_MAX];
+  if (!self[0]) {
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    cr_assert_gt(n, 0);
+    self[n] = 0;
+  }
+  return self;
+}
+
+const char *vm_libtiermalloc(void)
+{
+  static char lib[PATH_MAX];
+  if (!lib[0]) {
+    char dir[PATH_MAX - 32];
+    size_t n = strlen(vm_self());
+    cr_assert_lt(n, sizeof dir);
+    memcpy(dir, vm_self(), n + 1);
+    for (int up = 0; up < 2; up++) {   /* build/tests/vmtest -> build */
+      char *slash = strrchr(dir, '/');
+      cr_assert_not_null(slash);
+      *slash = 0;
+    }
+    snprintf(lib, sizeof lib, "%s/libtiermalloc.so", dir);
+    cr_assert_eq(access(lib, R_OK), 0, "%s: %s", lib, strerror(errno));
+  }
+  return lib;
+}
+
+long long vm_json_num(const char *from, const char *key)
+{
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = from ? strstr(from, pat) : NULL;
+  if (!p) return -1;
+  return strtoll(p + strlen(pat), NULL, 10);
+}
