@@ -4,6 +4,7 @@
 #include "range.h"
 
 static uint64_t policy_max[TIER_MAX_TIERS];
+static uint64_t policy_baseline[TIER_MAX_TIERS];   /* arenas' start-up metadata */
 static unsigned policy_ntiers;
 
 void tm_policy_init(const tm_topology_t *topo)
@@ -22,9 +23,14 @@ uint64_t tm_policy_max(unsigned t)
   return t < TIER_MAX_TIERS ? policy_max[t] : UINT64_MAX;
 }
 
+void tm_policy_baseline(void)
+{
+  for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_range_mapped(t);
+}
+
 static int policy_has_room(unsigned t, size_t size)
 {
-  uint64_t used = tm_range_mapped(t);
+  uint64_t used = tm_range_mapped(t) - policy_baseline[t];
   return used + size >= used && used + size <= policy_max[t];
 }
 

@@ -13,6 +13,7 @@
 #include "options.h"
 #include "policy.h"
 #include "range.h"
+#include "stats.h"
 
 enum { START_NONE, START_RUNNING, START_DONE };
 
@@ -77,12 +78,14 @@ static void start_run(void)
     tm_warn("falling back to unplaced memory");
     tm_ranges.n = 0;
   }
+  tm_policy_baseline();
   /* Bound before anything below allocates (a background thread's TLS). */
   tm_arena_thread_bind();
   /* Started only now, so its creation allocates with the hooks in place. */
   bool bg = tm_option(TM_OPTION_BACKGROUND_THREAD)->num != 0;
   if (bg && tmje_mallctl("background_thread", NULL, NULL, &bg, sizeof bg) != 0)
     tm_warn("cannot start jemalloc's background thread; purging on allocating threads");
+  tm_stats_at_start();
   if (tm_option(TM_OPTION_VERBOSE)->num) start_verbose();
 }
 

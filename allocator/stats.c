@@ -159,12 +159,22 @@ static void stats_write_fd(void *arg, const char *buf, size_t len)
   }
 }
 
+/* A copy of stderr taken at start-up: programs that close stderr at exit
+ * (GNU coreutils' close_stdout does) still get their stats. */
+static int stats_stderr = -1;
+
+void tm_stats_at_start(void)
+{
+  if (tm_option(TM_OPTION_STATS)->num != 0 && tm_option(TM_OPTION_STATS_FILE)->str[0] == 0)
+    stats_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+}
+
 void tm_stats_at_exit(void)
 {
   uint64_t format = tm_option(TM_OPTION_STATS)->num;   /* none|text|json */
   if (format == 0 || !tm_started()) return;
   const char *path = tm_option(TM_OPTION_STATS_FILE)->str;
-  int fd = STDERR_FILENO;
+  int fd = stats_stderr >= 0 ? stats_stderr : STDERR_FILENO;
   if (path[0]) {
     fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd < 0) {
@@ -175,5 +185,5 @@ void tm_stats_at_exit(void)
   tier_stats_t s;
   tm_stats_snapshot(&s);
   tm_stats_format(&s, stats_write_fd, &fd, format == 2 ? TIER_STATS_JSON : TIER_STATS_TEXT);
-  if (fd != STDERR_FILENO) close(fd);
+  if (fd != STDERR_FILENO && fd != stats_stderr) close(fd);
 }

@@ -16,6 +16,9 @@ int tm_stats_snapshot(tier_stats_t *s);
 void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format);
 
+/* At start-up: keeps a copy of stderr when the exit stats go there. */
+void tm_stats_at_start(void);
+
 /* At exit: prints the stats as TIERMALLOC_STATS and TIERMALLOC_STATS_FILE say. */
 void tm_stats_at_exit(void);
 
