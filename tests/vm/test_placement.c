@@ -105,7 +105,7 @@ Test(placement, lower_tier_arenas_beyond_the_top_tier_budget)
     size_t span = 0;
     cr_assert_eq(sscanf(line, "tier=%*d chunks=%zu span=%zu mapped=%llu", &chunks[t], &span, &mapped), 3);
     if (t == 0)
-      cr_expect_leq(mapped, 16 * VM_MIB, "tier 0 mapped %llu bytes over the 16 MiB budget\n%s", mapped, out);
+      cr_expect_leq(mapped, VM_BUDGET_16M_MAPPED, "tier 0 mapped %llu bytes over the 16 MiB budget\n%s", mapped, out);
     /* The chunks' pages are on the tier's node and nowhere else. */
     const char *eol = strchr(line, '\n');
     int node = vm_tier_node(topo, t);

@@ -108,7 +108,7 @@ Test(preload, python_heap_below_a_16MiB_top_tier)
   char out[512];
   tier_json_t tiers[TIER_MAX_TIERS];
   run_preloaded(argv, "16M", "py16", out, sizeof out, tiers, topo->ntiers);
-  cr_expect_leq(tiers[0].mapped, 16 * VM_MIB, "%s: tier 0 mapped %lld over the budget", topo->name,
+  cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
                 tiers[0].mapped);
   cr_expect_geq(tiers[1].resident, 48 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget)",
                 topo->name, tiers[1].resident);
@@ -132,7 +132,7 @@ Test(preload, sqlite_heap_below_a_16MiB_top_tier)
   tier_json_t tiers[TIER_MAX_TIERS];
   run_preloaded(argv, "16M", "sqlite", out, sizeof out, tiers, topo->ntiers);
   cr_expect_str_eq(out, "40000|40000000\n");
-  cr_expect_leq(tiers[0].mapped, 16 * VM_MIB, "%s: tier 0 mapped %lld over the budget", topo->name,
+  cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
                 tiers[0].mapped);
   cr_expect_geq(tiers[1].resident, 24 * VM_MIB, "%s: sqlite's tier 1 resident %lld", topo->name,
                 tiers[1].resident);
