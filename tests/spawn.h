@@ -3,7 +3,9 @@
  *
  * spawn_run() runs argv[0] (looked up in PATH) with:
  *   - the test's environment, minus LD_PRELOAD and every TIERMALLOC_*
- *     variable (so a developer's own settings never change a result), plus
+ *     variable (so a developer's own settings never change a result) and
+ *     BXFI_* (Criterion's mark of its worker processes: a Criterion binary
+ *     started with it aborts, taking itself for a worker), plus
  *     the NAME=VALUE entries of `extra` (NULL-terminated, may be NULL);
  *   - stdin read from `input` (may be NULL: then /dev/null);
  *   - stdout and stderr captured whole, each in its own memfd (a regular
@@ -62,7 +64,8 @@ static inline char *spawn_slurp(int fd, size_t *len)
 
 static inline int spawn_env_dropped(const char *entry)
 {
-  return strncmp(entry, "LD_PRELOAD=", 11) == 0 || strncmp(entry, "TIERMALLOC_", 11) == 0;
+  return strncmp(entry, "LD_PRELOAD=", 11) == 0 || strncmp(entry, "TIERMALLOC_", 11) == 0 ||
+         strncmp(entry, "BXFI_", 5) == 0;
 }
 
 static inline int spawn_env_overridden(const char *entry, char *const *extra)

@@ -12,6 +12,7 @@
  * paths are relative to the repository root, where the tests run.
  */
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,29 +27,36 @@
 #define PRELOAD_PROGS "build/tests/progs/"
 #define PRELOAD_RUN_TIMEOUT 40.0   /* per run; the Criterion timeout is 90 s for two */
 
-/* The absolute path of the library: build/ under the working directory, or
- * beside this test binary's directory (build/tests/lib -> build/). */
-static const char *preload_lib(char *buf, size_t size)
+/* The absolute path of `rel` taken from B/tests/, when this binary is
+ * B/tests/lib as make builds it (so the library and helpers used are those
+ * of the same build, whatever B is); else of `fallback` under the working
+ * directory (the repository root). NULL when neither exists. */
+static const char *preload_find(const char *rel, const char *fallback, int mode, char *buf, size_t size)
 {
-  char tmp[PATH_MAX];
-  if (realpath(PRELOAD_LIB, tmp) && access(tmp, R_OK) == 0) {
-    snprintf(buf, size, "%s", tmp);
-    return buf;
-  }
-  ssize_t n = readlink("/proc/self/exe", tmp, sizeof tmp - 32);
+  char tmp[PATH_MAX], abs[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", tmp, sizeof tmp - 1);
   if (n > 0) {
     tmp[n] = '\0';
     char *slash = strrchr(tmp, '/');
-    if (slash) {
-      strcpy(slash, "/../libtiermalloc.so");
-      char abs[PATH_MAX];
-      if (realpath(tmp, abs) && access(abs, R_OK) == 0) {
+    if (slash && slash - tmp >= 6 && strncmp(slash - 6, "/tests", 6) == 0 &&
+        (size_t)(slash - tmp) + 1 + strlen(rel) < sizeof tmp) {
+      strcpy(slash + 1, rel);
+      if (realpath(tmp, abs) && access(abs, mode) == 0) {
         snprintf(buf, size, "%s", abs);
         return buf;
       }
     }
   }
+  if (realpath(fallback, abs) && access(abs, mode) == 0) {
+    snprintf(buf, size, "%s", abs);
+    return buf;
+  }
   return NULL;
+}
+
+static const char *preload_lib(char *buf, size_t size)
+{
+  return preload_find("../libtiermalloc.so", PRELOAD_LIB, R_OK, buf, size);
 }
 
 /* "LD_PRELOAD=<lib>", or skips the calling test when there is no library. */
@@ -73,9 +81,11 @@ static const char *preload_lib(char *buf, size_t size)
  * failure, since make test-lib builds them all before this binary runs. */
 static void preload_prog(const char *name, char *buf, size_t size)
 {
-  snprintf(buf, size, PRELOAD_PROGS "%s", name);
-  if (access(buf, X_OK) != 0)
-    cr_assert_fail("helper program %s is missing: run make test-lib (it builds tests/progs/%s.*)", buf, name);
+  char rel[128], fallback[160];
+  snprintf(rel, sizeof rel, "progs/%s", name);
+  snprintf(fallback, sizeof fallback, PRELOAD_PROGS "%s", name);
+  if (preload_find(rel, fallback, X_OK, buf, size) == NULL)
+    cr_assert_fail("helper program %s is missing: run make test-lib (it builds tests/progs/%s.*)", fallback, name);
 }
 
 /* A short excerpt of s around offset at, with control bytes escaped. */
@@ -175,7 +185,7 @@ static void preload_python_case(const char *pymalloc)
   if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
   char script[PATH_MAX];
   cr_assert_not_null(realpath("tests/progs/work.py", script), "tests/progs/work.py not found: run from the repository root");
-  char *argv[] = { py, "-I", script, NULL };   /* -I: no user site, no PYTHON* but ours */
+  char *argv[] = { py, "-s", script, NULL };   /* -s: no user site (not -I: it ignores PYTHONMALLOC) */
   char *env[] = { (char *)pymalloc, "PYTHONHASHSEED=0", NULL };
   preload_case_t c = { pymalloc, argv, env, NULL, 0 };
   preload_compare(&c, ld);
@@ -199,7 +209,7 @@ Test(preload, python_inline_threads_and_gc, .timeout = 90)
   if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
   /* Threads that allocate and drop cyclic garbage while gc runs; bytes
    * objects of many sizes; the output is counts only. */
-  char *argv[] = { py, "-I", "-c",
+  char *argv[] = { py, "-s", "-c",
     "import gc, threading\n"
     "out = [0] * 4\n"
     "def w(i):\n"
@@ -232,6 +242,59 @@ Test(preload, threads_with_fork, .timeout = 90)
   preload_case_t c = { "thread_fork", argv, NULL, NULL, 0 };
   preload_compare(&c, ld);
 }
+
+/* Option settings that move the allocator off its usual paths: pages
+ * purged as soon as they are free (purge hooks, reuse of purged extents,
+ * calloc of them), a background purging thread (with fork), a reserve so
+ * small that the tier ranges run out, and one arena for every thread. */
+static char *const preload_option_sets[][2] = {
+  { "TIERMALLOC_DIRTY_DECAY_MS=0", NULL },
+  { "TIERMALLOC_BACKGROUND_THREAD=1", NULL },
+  { "TIERMALLOC_RESERVE=64M", NULL },
+  { "TIERMALLOC_NARENAS=1", NULL },
+};
+
+static void preload_thread_fork_with(size_t set)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  preload_prog("thread_fork", prog, sizeof prog);
+  char *argv[] = { prog, NULL };
+  preload_case_t c = { preload_option_sets[set][0], argv, preload_option_sets[set], NULL, 0 };
+  preload_compare(&c, ld);
+}
+
+/* This binary's own contract tests, run again in a child with an option
+ * set: the options are read at start-up, so a new process is the only way.
+ * Meaningful only when this binary runs on tiermalloc. */
+static void preload_contract_with(size_t set)
+{
+  if (dlsym(RTLD_DEFAULT, "tier_count") == NULL)
+    cr_skip_test("this test binary is not linked with tiermalloc (built by hand against glibc?)");
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  cr_assert_gt(n, 0, "readlink /proc/self/exe");
+  self[n] = '\0';
+  char *argv[] = { self, "--filter=contract/*", "--jobs=1", NULL };
+  spawn_result_t r = spawn_run(argv, preload_option_sets[set], NULL, 100);
+  char st[128];
+  spawn_status_str(&r, st, sizeof st);
+  const char *tail = r.errout ? r.errout + (r.err_len > 3000 ? r.err_len - 3000 : 0) : "";
+  cr_expect(r.err == 0 && !r.timed_out && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+            "contract tests with %s: %s\n%s", preload_option_sets[set][0], st, tail);
+  cr_expect(r.errout && strstr(r.errout, "Failing: 0 | Crashing: 0"), "contract tests with %s:\n%s",
+            preload_option_sets[set][0], tail);
+  spawn_free(&r);
+}
+
+Test(preload, threads_with_fork_decay_0, .timeout = 90) { preload_thread_fork_with(0); }
+Test(preload, threads_with_fork_background_thread, .timeout = 90) { preload_thread_fork_with(1); }
+Test(preload, threads_with_fork_reserve_64M, .timeout = 90) { preload_thread_fork_with(2); }
+Test(preload, threads_with_fork_one_arena, .timeout = 90) { preload_thread_fork_with(3); }
+Test(preload, contract_decay_0, .timeout = 90) { preload_contract_with(0); }
+Test(preload, contract_background_thread, .timeout = 90) { preload_contract_with(1); }
+Test(preload, contract_reserve_64M, .timeout = 90) { preload_contract_with(2); }
+Test(preload, contract_one_arena, .timeout = 90) { preload_contract_with(3); }
 
 /* ---- (d) sqlite3 ------------------------------------------------------- */
 
@@ -427,4 +490,47 @@ Test(preload, bad_option_warns_once_and_changes_nothing, .timeout = 60)
             bad.errout, want);
   spawn_free(&base);
   spawn_free(&bad);
+}
+
+/* ---- what the library exports ------------------------------------------ */
+
+Test(preload, library_exports_every_entry_point_and_no_jemalloc, .timeout = 60)
+{
+  /* A preloaded library replaces only what it exports: a missing variant
+   * silently stays glibc's (or libstdc++'s). And the private jemalloc must
+   * not leak its API into the program's namespace. */
+  char lib[PATH_MAX];
+  if (preload_lib(lib, sizeof lib) == NULL) cr_skip_test("%s is not built (run make)", PRELOAD_LIB);
+  PRELOAD_REQUIRE_TOOL(nm, "nm");
+  char *argv[] = { nm, "-D", "--defined-only", "--format=posix", lib, NULL };
+  spawn_result_t r = spawn_run(argv, NULL, NULL, 30);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "nm: %s: %s",
+            spawn_status_str(&r, st, sizeof st), r.errout);
+  static const char *const want[] = {
+    "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+    "valloc", "pvalloc", "malloc_usable_size",
+    "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t", "_ZnwmSt11align_val_t",
+    "_ZnamSt11align_val_t", "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
+    "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
+    "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t", "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+  };
+  /* nm --format=posix: "name type value size" per line. */
+  for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
+    size_t n = strlen(want[i]);
+    int found = 0;
+    for (const char *line = r.out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+      if (strncmp(line, want[i], n) == 0 && (line[n] == ' ' || line[n] == '@')) { found = 1; break; }
+    cr_expect(found, "%s does not export %s", lib, want[i]);
+  }
+  static const char *const forbidden[] = { "je_", "tmje_", "mallocx", "rallocx", "xallocx", "sallocx",
+                                           "dallocx", "sdallocx", "nallocx", "mallctl", "malloc_stats_print" };
+  for (const char *line = r.out; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+    for (size_t i = 0; i < sizeof forbidden / sizeof *forbidden; i++)
+      if (strncmp(line, forbidden[i], strlen(forbidden[i])) == 0) {
+        const char *end = strchr(line, ' ');
+        cr_expect_fail("%s exports jemalloc's %.*s", lib, (int)(end ? end - line : 40), line);
+      }
+  spawn_free(&r);
 }
