@@ -63,6 +63,13 @@ static size_t contract_first_nonzero(const unsigned char *p, size_t n)
 static void *(*volatile contract_realloc)(void *, size_t) = realloc;
 static void *(*volatile contract_reallocarray)(void *, size_t, size_t) = reallocarray;
 
+/* glibc's own allocator, reachable under any interposer: a block from it
+ * stands for one allocated before tiermalloc took over (in a preloaded
+ * process, by ld.so or a constructor that ran first). */
+extern void *__libc_malloc(size_t);
+extern void *__libc_calloc(size_t, size_t);
+extern void *__libc_memalign(size_t, size_t);
+
 static size_t contract_page(void)
 {
   return (size_t)sysconf(_SC_PAGESIZE);
@@ -622,5 +629,100 @@ Test(contract, mixed_entry_points_free_each_other)
       ps[i] = q;
     }
     for (int i = 0; i < 6; i++) free(ps[i]);
+  }
+}
+
+/* ---- big alignments and big blocks ----------------------------------- */
+
+Test(contract, alignments_above_the_page_size)
+{
+  /* Alignments of 2 MiB to 256 MiB for small and large sizes: the
+   * allocator (and any extent hook under it) has to find aligned address
+   * space, not just aligned offsets in a slab. */
+  size_t sizes[] = { 1, 4096, 3 << 20 };
+  for (size_t align = (size_t)2 << 20; align <= ((size_t)256 << 20); align <<= 1) {
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+      void *p = NULL;
+      int rc = posix_memalign(&p, contract_opaque(align), contract_opaque(sizes[s]));
+      cr_assert_eq(rc, 0, "posix_memalign(%zu MiB, %zu) = %d", align >> 20, sizes[s], rc);
+      cr_expect(contract_aligned(p, align), "posix_memalign(%zu MiB) = %p", align >> 20, p);
+      memset(p, 0x77, sizes[s]);
+      contract_escape(p);
+      void *q = aligned_alloc(contract_opaque(align), contract_opaque(sizes[s]));
+      cr_assert_not_null(q, "aligned_alloc(%zu MiB, %zu)", align >> 20, sizes[s]);
+      cr_expect(contract_aligned(q, align), "aligned_alloc(%zu MiB) = %p", align >> 20, q);
+      memset(q, 0x66, sizes[s]);
+      contract_escape(q);
+      unsigned char *r = memalign(contract_opaque(align), contract_opaque(sizes[s]));
+      cr_assert_not_null(r, "memalign(%zu MiB, %zu)", align >> 20, sizes[s]);
+      cr_expect(contract_aligned(r, align), "memalign(%zu MiB) = %p", align >> 20, r);
+      r[0] = 1;
+      r[sizes[s] - 1] = 2;
+      contract_escape(r);
+      free(p);
+      free(q);
+      free(r);
+    }
+  }
+}
+
+Test(contract, huge_blocks_grow_and_shrink_keeping_contents)
+{
+  /* 8 MiB -> 32 MiB -> 128 MiB -> 12 MiB -> 200 KiB; bytes sampled every
+   * 4 KiB (each page of the old size) must survive each move. */
+  size_t steps[] = { 8u << 20, 32u << 20, 128u << 20, 12u << 20, 200u << 10 };
+  size_t have = steps[0];
+  unsigned char *p = malloc(contract_opaque(have));
+  cr_assert_not_null(p);
+  for (size_t o = 0; o < have; o += 4096) p[o] = (unsigned char)(o >> 12);
+  for (size_t i = 1; i < sizeof steps / sizeof *steps; i++) {
+    size_t n = steps[i];
+    unsigned char *q = realloc(p, contract_opaque(n));
+    cr_assert_not_null(q, "realloc(%zu -> %zu)", have, n);
+    size_t keep = have < n ? have : n;
+    for (size_t o = 0; o < keep; o += 4096)
+      cr_assert_eq(q[o], (unsigned char)(o >> 12), "realloc %zu -> %zu lost the byte at %zu", have, n, o);
+    for (size_t o = 0; o < n; o += 4096) q[o] = (unsigned char)(o >> 12);
+    p = q;
+    have = n;
+  }
+  free(p);
+}
+
+/* ---- blocks the allocator did not make -------------------------------- */
+
+Test(contract, blocks_from_glibc_are_freed_resized_and_measured)
+{
+  /* A block made by glibc's allocator directly (as one made before the
+   * preload took effect would be) goes through free, realloc and
+   * malloc_usable_size safely, keeping its contents. */
+  size_t sizes[] = { 1, 100, 5000, 200000, 3 << 20 };
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    size_t n = sizes[i];
+    unsigned char *p = __libc_malloc(contract_opaque(n));
+    cr_assert_not_null(p);
+    contract_fill(p, n, 9);
+    cr_expect_geq(malloc_usable_size(p), n, "malloc_usable_size of glibc's %zu-byte block", n);
+    unsigned char *q = realloc(p, contract_opaque(n * 2 + 10));
+    cr_assert_not_null(q, "realloc of glibc's %zu-byte block", n);
+    cr_assert_eq(contract_check_fill(q, n, 9), n, "realloc of glibc's %zu-byte block lost bytes", n);
+    cr_expect_geq(malloc_usable_size(q), n * 2 + 10);
+    unsigned char *r = realloc(q, contract_opaque(n / 2 + 1));
+    cr_assert_not_null(r);
+    cr_assert_eq(contract_check_fill(r, n / 2 + 1, 9), n / 2 + 1, "shrinking glibc's block lost bytes");
+    free(r);
+
+    void *z = __libc_calloc(contract_opaque(n), 1);
+    cr_assert_not_null(z);
+    cr_expect_eq(contract_first_nonzero(z, n), n);
+    free(z);
+    void *a = __libc_memalign(contract_opaque(4096), contract_opaque(n));
+    cr_assert_not_null(a);
+    cr_expect_geq(malloc_usable_size(a), n);
+    free(a);
+    void *d = __libc_malloc(contract_opaque(n));
+    cr_assert_not_null(d);
+    void *e = realloc(d, contract_opaque(0));   /* frees d; NULL, or a block of ours */
+    free(e);
   }
 }

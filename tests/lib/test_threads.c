@@ -254,3 +254,99 @@ Test(threads, blocks_outlive_the_thread_that_made_them, .timeout = 60)
   }
   cr_expect_eq(corrupt, 0, "%ld blocks changed after their thread exited", corrupt);
 }
+
+/* A thread-specific value whose destructor allocates: it runs during
+ * thread exit, possibly after the allocator's own per-thread state has
+ * been torn down, and re-arms itself so it runs on several passes. */
+static pthread_key_t threads_key;
+static atomic_long threads_dtor_runs, threads_dtor_bad;
+
+static void threads_key_dtor(void *v)
+{
+  unsigned char *p = v;
+  if (p[0] != 0x3c) atomic_fetch_add(&threads_dtor_bad, 1);
+  unsigned char *q = malloc(1000);
+  unsigned char *r = calloc(1, 70000);
+  if (q == NULL || r == NULL || r[69999] != 0) atomic_fetch_add(&threads_dtor_bad, 1);
+  if (q) memset(q, 1, 1000);
+  q = realloc(q, 50000);
+  free(q);
+  free(r);
+  long runs = atomic_fetch_add(&threads_dtor_runs, 1);
+  if (runs % 2 == 0) {
+    /* Armed again: glibc calls the destructor on a later pass with a new block. */
+    unsigned char *again = malloc(64);
+    if (again) {
+      again[0] = 0x3c;
+      pthread_setspecific(threads_key, again);
+    }
+  }
+  free(p);
+}
+
+static void *threads_with_key(void *arg)
+{
+  unsigned char *p = malloc(32);
+  if (p == NULL) return NULL;
+  p[0] = 0x3c;
+  pthread_setspecific(threads_key, p);
+  uint64_t s = (uint64_t)(uintptr_t)arg;
+  for (int i = 0; i < 200; i++) free(threads_make(threads_size(&s), 1));
+  return NULL;
+}
+
+Test(threads, allocation_in_thread_exit_destructors, .timeout = 60)
+{
+  cr_assert_eq(pthread_key_create(&threads_key, threads_key_dtor), 0);
+  atomic_store(&threads_dtor_runs, 0);
+  atomic_store(&threads_dtor_bad, 0);
+  enum { N = 200 };
+  for (int i = 0; i < N; i += 4) {
+    pthread_t t[4];
+    for (int k = 0; k < 4; k++)
+      cr_assert_eq(pthread_create(&t[k], NULL, threads_with_key, (void *)(uintptr_t)(i + k + 1)), 0);
+    for (int k = 0; k < 4; k++) pthread_join(t[k], NULL);
+  }
+  cr_expect_geq(atomic_load(&threads_dtor_runs), N, "destructors ran %ld times for %d threads",
+                atomic_load(&threads_dtor_runs), N);
+  cr_expect_eq(atomic_load(&threads_dtor_bad), 0, "%ld bad blocks in destructors", atomic_load(&threads_dtor_bad));
+  pthread_key_delete(threads_key);
+}
+
+/* Many threads alive at once (more than the allocator's arenas), each
+ * holding blocks across a barrier and freeing its neighbour's. */
+enum { THREADS_MANY = 128, THREADS_HELD = 16 };
+static pthread_barrier_t threads_barrier;
+static void *threads_held[THREADS_MANY][THREADS_HELD];
+static atomic_long threads_many_bad;
+
+static void *threads_many_body(void *arg)
+{
+  size_t me = (size_t)(uintptr_t)arg;
+  uint64_t s = me + 1;
+  for (int k = 0; k < THREADS_HELD; k++) threads_held[me][k] = threads_make(threads_size(&s), (uint64_t)me);
+  pthread_barrier_wait(&threads_barrier);
+  size_t other = (me + 1) % THREADS_MANY;
+  for (int k = 0; k < THREADS_HELD; k++) {
+    threads_hdr_t *h = threads_held[other][k];
+    if (h == NULL || threads_check(h)) atomic_fetch_add(&threads_many_bad, 1);
+    free(h);
+  }
+  return NULL;
+}
+
+Test(threads, many_threads_at_once_free_each_others_blocks, .timeout = 60)
+{
+  atomic_store(&threads_many_bad, 0);
+  cr_assert_eq(pthread_barrier_init(&threads_barrier, NULL, THREADS_MANY), 0);
+  pthread_t t[THREADS_MANY];
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 * 1024);
+  for (size_t i = 0; i < THREADS_MANY; i++)
+    cr_assert_eq(pthread_create(&t[i], &attr, threads_many_body, (void *)(uintptr_t)i), 0, "thread %zu", i);
+  for (size_t i = 0; i < THREADS_MANY; i++) pthread_join(t[i], NULL);
+  pthread_attr_destroy(&attr);
+  pthread_barrier_destroy(&threads_barrier);
+  cr_expect_eq(atomic_load(&threads_many_bad), 0, "%ld blocks missing or corrupted", atomic_load(&threads_many_bad));
+}

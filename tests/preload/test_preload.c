@@ -245,12 +245,14 @@ Test(preload, threads_with_fork, .timeout = 90)
 
 /* Option settings that move the allocator off its usual paths: pages
  * purged as soon as they are free (purge hooks, reuse of purged extents,
- * calloc of them), a background purging thread (with fork), a reserve so
- * small that the tier ranges run out, and one arena for every thread. */
+ * calloc of them), a background purging thread (with fork), a reserve far
+ * below the default 1T (less room between tier ranges; the contract tests'
+ * 256 MiB alignments fit in 8G, not in 4G, where the range runs out and
+ * allocations fail with ENOMEM), and one arena for every thread. */
 static char *const preload_option_sets[][2] = {
   { "TIERMALLOC_DIRTY_DECAY_MS=0", NULL },
   { "TIERMALLOC_BACKGROUND_THREAD=1", NULL },
-  { "TIERMALLOC_RESERVE=64M", NULL },
+  { "TIERMALLOC_RESERVE=8G", NULL },
   { "TIERMALLOC_NARENAS=1", NULL },
 };
 
@@ -289,11 +291,11 @@ static void preload_contract_with(size_t set)
 
 Test(preload, threads_with_fork_decay_0, .timeout = 90) { preload_thread_fork_with(0); }
 Test(preload, threads_with_fork_background_thread, .timeout = 90) { preload_thread_fork_with(1); }
-Test(preload, threads_with_fork_reserve_64M, .timeout = 90) { preload_thread_fork_with(2); }
+Test(preload, threads_with_fork_reserve_8G, .timeout = 90) { preload_thread_fork_with(2); }
 Test(preload, threads_with_fork_one_arena, .timeout = 90) { preload_thread_fork_with(3); }
 Test(preload, contract_decay_0, .timeout = 90) { preload_contract_with(0); }
 Test(preload, contract_background_thread, .timeout = 90) { preload_contract_with(1); }
-Test(preload, contract_reserve_64M, .timeout = 90) { preload_contract_with(2); }
+Test(preload, contract_reserve_8G, .timeout = 90) { preload_contract_with(2); }
 Test(preload, contract_one_arena, .timeout = 90) { preload_contract_with(3); }
 
 /* ---- (d) sqlite3 ------------------------------------------------------- */
