@@ -155,7 +155,7 @@ Test(contract, calloc_zeroes_reused_dirty_memory)
   size_t sizes[] = { 8, 48, 512, 4000, 20000, 70000, 300000, 1 << 20, 5 << 20 };
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
     size_t n = sizes[i];
-    int rounds = n >= (1 << 20) ? 20 : 200;
+    int rounds = n >= (1 << 20) ? 8 : 100;
     for (int r = 0; r < rounds; r++) {
       unsigned char *d = malloc(contract_opaque(n));
       cr_assert_not_null(d);

@@ -386,28 +386,33 @@ static void preload_make_text(const char *dir, size_t lines, char *buf, size_t s
   cr_assert_eq(fclose(f), 0);
 }
 
-/* A private directory under /tmp, removed with its files by preload_rmdir. */
-static void preload_mkdir(char *buf, size_t size)
+/* The test's private directory under /tmp; preload_cleanup (the tests'
+ * .fini, which runs even when an assertion ends the test) removes it. */
+static char preload_dir[64];
+
+static void preload_mkdir(void)
 {
-  snprintf(buf, size, "/tmp/tiermalloc-preload-XXXXXX");
-  cr_assert_not_null(mkdtemp(buf), "mkdtemp failed");
+  snprintf(preload_dir, sizeof preload_dir, "/tmp/tiermalloc-preload-XXXXXX");
+  cr_assert_not_null(mkdtemp(preload_dir), "mkdtemp failed");
 }
 
-static void preload_rmdir(const char *dir)
+static void preload_cleanup(void)
 {
-  char *argv[] = { "rm", "-rf", (char *)dir, NULL };
+  if (preload_dir[0] == '\0') return;
+  char *argv[] = { "rm", "-rf", preload_dir, NULL };
   spawn_result_t r = spawn_run(argv, NULL, NULL, 30);
   spawn_free(&r);
+  preload_dir[0] = '\0';
 }
 
-Test(preload, sort_generated_file, .timeout = 90)
+Test(preload, sort_generated_file, .timeout = 90, .fini = preload_cleanup)
 {
   PRELOAD_REQUIRE_LIB(ld);
   PRELOAD_REQUIRE_TOOL(sort, "sort");
-  char dir[64], file[128], tmpdir[160];
-  preload_mkdir(dir, sizeof dir);
-  preload_make_text(dir, 150000, file, sizeof file);
-  snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", dir);
+  char file[128], tmpdir[160];
+  preload_mkdir();
+  preload_make_text(preload_dir, 150000, file, sizeof file);
+  snprintf(tmpdir, sizeof tmpdir, "TMPDIR=%s", preload_dir);
 
   /* Whole-line sort in the C locale; keyed numeric sort; sort -u in a
    * UTF-8 locale (strcoll, allocations per line); a small buffer with two
@@ -425,19 +430,18 @@ Test(preload, sort_generated_file, .timeout = 90)
     { "sort --parallel=2 -S 256K -r", a4, c_env, NULL, 0 },
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) preload_compare(&cases[i], ld);
-  preload_rmdir(dir);
 }
 
-Test(preload, grep_regexes, .timeout = 90)
+Test(preload, grep_regexes, .timeout = 90, .fini = preload_cleanup)
 {
   /* grep is the canary for malloc(0): it treats a NULL from malloc(0) as
    * out of memory (it fails that way under memkind). Its regex engines
    * allocate heavily: DFA, back-references, -o, case folding, many -e. */
   PRELOAD_REQUIRE_LIB(ld);
   PRELOAD_REQUIRE_TOOL(grep, "grep");
-  char dir[64], file[128];
-  preload_mkdir(dir, sizeof dir);
-  preload_make_text(dir, 80000, file, sizeof file);
+  char file[128];
+  preload_mkdir();
+  preload_make_text(preload_dir, 80000, file, sizeof file);
 
   char *a1[] = { grep, "-E", "-c", "^(alpha|beta|gam+a)[a-z][0-9]{2,4},", file, NULL };
   char *a2[] = { grep, "-n", "-E", "(a+)b-\\1b", file, NULL };   /* back-reference */
@@ -458,7 +462,6 @@ Test(preload, grep_regexes, .timeout = 90)
     { "grep -P -c", a7, c_env, NULL, 0 },
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) preload_compare(&cases[i], ld);
-  preload_rmdir(dir);
 }
 
 /* ---- a bad option ------------------------------------------------------- */
