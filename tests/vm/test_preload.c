@@ -110,10 +110,12 @@ Test(preload, python_heap_below_a_16MiB_top_tier)
   run_preloaded(argv, "16M", "py16", out, sizeof out, tiers, topo->ntiers);
   cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
                 tiers[0].mapped);
-  cr_expect_geq(tiers[1].resident, 48 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget)",
+  /* 64 MiB heap, 16 MiB budget: at least 48 MiB would not fit on tier 0,
+   * minus what python itself keeps there; "most of it" is 40 MiB. */
+  cr_expect_geq(tiers[1].resident, 40 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget)",
                 topo->name, tiers[1].resident);
   unsigned long long low = node_bytes(out, vm_tier_node(topo, 1));
-  cr_expect_geq(low, 48 * VM_MIB, "%s: python has %llu bytes on node %d (tier 1); numa_maps: %s", topo->name,
+  cr_expect_geq(low, 40 * VM_MIB, "%s: python has %llu bytes on node %d (tier 1); numa_maps: %s", topo->name,
                 low, vm_tier_node(topo, 1), out);
 }
 

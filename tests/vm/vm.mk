@@ -28,7 +28,7 @@ test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so
 	for topo in $(VM_TOPOLOGIES); do \
 	  echo "test-vm: $$topo"; \
 	  tests/vm/run --verbose --topology $$topo --timeout $(VM_TIMEOUT) --env VMTEST_TOPOLOGY=$$topo -- \
-	    $(B)/tests/vmtest --jobs 1 || fail="$$fail $$topo"; \
+	    $(B)/tests/vmtest --jobs 2 || fail="$$fail $$topo"; \
 	done; \
 	if [ -n "$$fail" ]; then echo "test-vm: FAILED in:$$fail"; exit 1; fi; \
 	echo "test-vm: passed in $(VM_TOPOLOGIES)"
