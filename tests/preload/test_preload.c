@@ -208,7 +208,8 @@ Test(preload, python_inline_threads_and_gc, .timeout = 90)
   char py[PATH_MAX];
   if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
   /* Threads that allocate and drop cyclic garbage while gc runs; bytes
-   * objects of many sizes; the output is counts only. */
+   * objects of many sizes; then a fork and a subprocess. The output is
+   * counts only. */
   char *argv[] = { py, "-s", "-c",
     "import gc, threading\n"
     "out = [0] * 4\n"
@@ -224,10 +225,19 @@ Test(preload, python_inline_threads_and_gc, .timeout = 90)
     "ts = [threading.Thread(target=w, args=(i,)) for i in range(4)]\n"
     "[t.start() for t in ts]\n"
     "[t.join() for t in ts]\n"
-    "print(out, gc.collect() >= 0)\n",
+    "print(out, gc.collect() >= 0)\n"
+    /* Children: a fork of this threaded process, and a new interpreter
+     * through subprocess (vfork/posix_spawn; it inherits LD_PRELOAD). */
+    "import os, subprocess, sys\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os._exit(0 if len([bytes(i) for i in range(3000)]) == 3000 else 1)\n"
+    "print('fork child', os.waitpid(pid, 0)[1])\n"
+    "r = subprocess.run([sys.executable, '-c', 'print(sorted(str(i) for i in range(5000))[:3])'], capture_output=True)\n"
+    "print('subprocess', r.returncode, r.stdout, r.stderr)\n",
     NULL };
   char *env[] = { "PYTHONMALLOC=malloc", "PYTHONHASHSEED=0", NULL };
-  preload_case_t c = { "python -c (threads, gc)", argv, env, NULL, 0 };
+  preload_case_t c = { "python -c (threads, gc, fork, subprocess)", argv, env, NULL, 0 };
   preload_compare(&c, ld);
 }
 

@@ -4,6 +4,7 @@
 // the output is the same under any allocator. Exit status 0 when every
 // check held, 1 otherwise (the failing checks are printed).
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -243,12 +244,44 @@ static std::uint64_t churn(std::uint64_t seed, int rounds)
   return h;
 }
 
+// thread_local objects are destroyed at thread exit, after the thread's
+// last ordinary allocation and around the allocator's own thread teardown;
+// these allocate and free in their destructors.
+static std::atomic<long> tls_destroyed{ 0 };
+struct TlsHeavy {
+  std::vector<std::string> v;
+  TlsHeavy() { for (int i = 0; i < 50; i++) v.emplace_back(static_cast<std::size_t>(i * 13), 'x'); }
+  ~TlsHeavy()
+  {
+    std::map<int, std::string> m;
+    for (int i = 0; i < 100; i++) m[i] = std::string(static_cast<std::size_t>(i * 7), 'y');
+    long n = 0;
+    for (auto &s : v) n += static_cast<long>(s.size());
+    tls_destroyed += n + static_cast<long>(m.size());
+  }
+};
+static thread_local TlsHeavy tls_heavy;
+
+static void thread_local_teardown()
+{
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 32; i++)
+    ts.emplace_back([] {
+      std::string s(1000, 'z');
+      tls_heavy.v.push_back(s);   // first use constructs it
+    });
+  for (auto &t : ts) t.join();
+  std::printf("thread_local destructors: %ld\n", tls_destroyed.load());
+  check(tls_destroyed.load() == 32 * (15925 + 1000 + 100), "thread_local destructors ran and allocated");
+}
+
 int main()
 {
   plain_and_array_forms();
   aligned_forms();
   failure_forms();
   new_handler_loop();
+  thread_local_teardown();
 
   std::uint64_t single = churn(1, 200000);
   std::printf("churn checksum %016llx\n", static_cast<unsigned long long>(single));
