@@ -9,6 +9,7 @@
 VM_SRC     := $(sort $(wildcard tests/vm/*.c))
 VM_TIMEOUT ?= 240
 VM_TOPOLOGIES ?= 2tier 3tier flat
+VM_QEMU    ?= qemu-system-x86_64
 
 .PHONY: test-vm
 $(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(B)/libtiermalloc.so
@@ -17,13 +18,15 @@ $(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(B)/libtiermalloc.so
 	  $(CRIT_LIBS) $(LIBS) -lnuma
 
 test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so
-	@if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then \
+	@if ! command -v $(VM_QEMU) >/dev/null 2>&1; then \
 	  if [ -n "$$CI" ] && [ "$$CI" != false ]; then \
-	    echo "test-vm: FAIL: qemu-system-x86_64 not found (make deps installs qemu-system-x86)"; exit 1; \
+	    echo "test-vm: FAIL: $(VM_QEMU) not found, CI must run the VM tests (make deps installs qemu-system-x86)"; \
+	    exit 1; \
 	  fi; \
-	  echo "test-vm: SKIP: qemu-system-x86_64 not found, no tiered VM (make deps installs qemu-system-x86)"; \
+	  echo "test-vm: SKIP: $(VM_QEMU) not found, so no tiered VM here (make deps installs qemu-system-x86)"; \
 	  exit 0; \
 	fi; \
+	export TIERMALLOC_VM_QEMU=$(VM_QEMU); \
 	fail=; \
 	for topo in $(VM_TOPOLOGIES); do \
 	  echo "test-vm: $$topo"; \
