@@ -2,9 +2,11 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "account.h"
+#include "jemap.h"
 #include "log.h"
 #include "policy.h"
 #include "range.h"
@@ -26,6 +28,19 @@ static unsigned arena_nauto;
 static _Atomic unsigned arena_next_bind;
 static bool arena_ready;
 
+/* Every range is full: malloc must not fail for want of address space, so
+ * the extent is mapped outside the ranges (unplaced, TIER_NONE), with one
+ * warning the first time. tier_malloc's pinned arenas do fail instead: they promise a tier. */
+static void *arena_alloc_unplaced(size_t size, size_t align)
+{
+  static atomic_bool warned;
+  void *p = tm_jemap_alloc(size, align);
+  /* A request larger than any memory fails quietly, as malloc does. */
+  if (p != NULL && !atomic_exchange_explicit(&warned, true, memory_order_relaxed))
+    tm_warn("the tier ranges are full (TIERMALLOC_RESERVE); new memory is not placed on a tier");
+  return p;
+}
+
 /* Contract (jemalloc extent_alloc_t): return size bytes aligned to
  * alignment, or NULL. new_addr is a request to extend in place; ranges only
  * grow by bump, so refuse it. Fresh range memory is zeroed and committed. */
@@ -34,8 +49,9 @@ static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t 
 {
   if (new_addr != NULL) return NULL;
   const arena_hooks_t *ah = (const arena_hooks_t *)h;
-  void *p = tm_policy_carve(ah->tier, ah->pinned, size,
-                            alignment < ARENA_PAGE ? ARENA_PAGE : alignment);
+  size_t align = alignment < ARENA_PAGE ? ARENA_PAGE : alignment;
+  void *p = tm_policy_carve(ah->tier, ah->pinned, size, align);
+  if (p == NULL && !ah->pinned) p = arena_alloc_unplaced(size, align);
   if (p == NULL) return NULL;
   *zero = true;
   *commit = true;

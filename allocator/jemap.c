@@ -78,6 +78,19 @@ int tmje_os_munmap(void *addr, size_t len)
   return r;
 }
 
+void *tm_jemap_alloc(size_t size, size_t align)
+{
+  size_t span = size + align;
+  if (span < size) return NULL;
+  char *raw = tmje_os_mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return NULL;
+  uintptr_t start = ((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1);
+  if (start > (uintptr_t)raw) tmje_os_munmap(raw, start - (uintptr_t)raw);
+  uintptr_t end = (uintptr_t)raw + span;
+  if (end > start + size) tmje_os_munmap((void *)(start + size), end - (start + size));
+  return (void *)start;
+}
+
 bool tm_jemap_contains(const void *p)
 {
   uintptr_t a = (uintptr_t)p;

@@ -9,11 +9,17 @@
 #define TM_JEMAP_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* True when p lies in a mapping jemalloc made (and has not unmapped), or
  * when the table overflowed and the answer is unknown (then every pointer
  * outside the ranges is taken as jemalloc's, as before tiermalloc kept it). */
 bool tm_jemap_contains(const void *p);
+
+/* Maps size bytes aligned to align (a power of two >= page) outside every
+ * range, for when the ranges are full, and records it like jemalloc's own
+ * mappings. The memory is unplaced (tier_of says TIER_NONE). NULL on failure. */
+void *tm_jemap_alloc(size_t size, size_t align);
 
 /* Fork child: the table's lock may have been held by a thread that is gone. */
 void tm_jemap_postfork_child(void);

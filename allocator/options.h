@@ -16,8 +16,8 @@
 typedef enum tm_option_type_e {
   TM_OPT_BOOL,    /* 1/0, true/false, yes/no, on/off (any case) */
   TM_OPT_UINT,    /* decimal, 0 .. 2^63-1 */
-  TM_OPT_SIZE,    /* bytes: 4096, 64K, 512M, 2G, 1T (powers of 1024, optional B/iB);
-                     or N% of a whole that the user of the option supplies */
+  TM_OPT_SIZE,    /* bytes: 4096, 64K, 512M, 2G, 1T (powers of 1024, optional B/iB) */
+  TM_OPT_SHARE,   /* a SIZE, or N% (0..100) of a whole that the option's user supplies */
   TM_OPT_ENUM,    /* one of the '|'-separated words in `choices` */
   TM_OPT_STRING,  /* any text up to TM_OPT_STRING_MAX-1 bytes */
 } tm_option_type_t;
@@ -27,7 +27,7 @@ typedef enum tm_option_type_e {
 /*     id                 type           default  choices           doc */
 #define TM_OPTIONS(X)                                                                              \
   X(TIERS,             TM_OPT_STRING, "",      NULL,             "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
-  X(TOPTIER_MAX,       TM_OPT_SIZE,   "100%",  NULL,             "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
+  X(TOPTIER_MAX,       TM_OPT_SHARE,    "100%",  NULL,             "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
   X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,             "address space reserved for each tier (costs no memory)") \
   X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
   X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,             "ms before unused dirty pages are returned to the kernel") \
@@ -52,8 +52,8 @@ typedef struct tm_option_desc_s {
 } tm_option_desc_t;
 
 typedef struct tm_option_value_s {
-  uint64_t num;           /* BOOL 0/1, UINT, SIZE in bytes or percent, ENUM index */
-  bool percent;           /* SIZE given as N% (num is N, 0..100) */
+  uint64_t num;           /* BOOL 0/1, UINT, SIZE/SHARE in bytes or percent, ENUM index */
+  bool percent;           /* SHARE given as N% (num is N, 0..100) */
   bool set;               /* came from the environment (not the default) */
   char str[TM_OPT_STRING_MAX];  /* STRING */
 } tm_option_value_t;
@@ -75,7 +75,7 @@ void tm_options_init_from(char *const *env);
 
 const tm_option_value_t *tm_option(tm_option_id_t id);
 
-/* A SIZE option in bytes; a percentage is taken of `whole`. */
+/* A SIZE or SHARE option in bytes; a percentage is taken of `whole`. */
 uint64_t tm_option_size(tm_option_id_t id, uint64_t whole);
 
 #endif

@@ -62,7 +62,7 @@ void tier_free(void *p);
   X(resident,  bytes, "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
 
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
-  X(unplaced_allocated, bytes, "live bytes outside every tier range (memory jemalloc had before tiermalloc started)") \
+  X(unplaced_allocated, bytes, "live bytes outside every tier range (jemalloc's start-up memory, or memory mapped once the ranges were full)") \
   X(resident_other,     bytes, "bytes of the tiered ranges on nodes that belong to no tier") \
   X(resident_sample_ns, ns,    "how long the last resident measurement took")
 

@@ -1,8 +1,8 @@
 /*
  * The C allocation entry points, with glibc's contract:
  *   malloc(0) is a unique pointer; size overflow gives NULL and ENOMEM; a bad
- *   alignment gives EINVAL (posix_memalign returns it, aligned_alloc sets
- *   errno); memalign rounds a non-power-of-two alignment up, as glibc does;
+ *   alignment gives EINVAL from posix_memalign; memalign and aligned_alloc
+ *   round a non-power-of-two alignment up, as glibc 2.36 does;
  *   realloc(p, 0) frees p and returns NULL, as glibc does.
  * A pointer that is not tiermalloc's (from glibc's malloc before tiermalloc
  * was in place) is freed, resized and measured by glibc.
@@ -164,19 +164,6 @@ TM_EXPORT int posix_memalign(void **out, size_t align, size_t size)
   return 0;
 }
 
-TM_EXPORT void *aligned_alloc(size_t align, size_t size)
-{
-  if (!shim_pow2(align)) {
-    errno = EINVAL;
-    return NULL;
-  }
-  if (shim_too_big(size, align)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  return tm_shim_aligned(align, size);
-}
-
 TM_EXPORT void *memalign(size_t align, size_t size)
 {
   if (align > SIZE_MAX / 2 + 1) {
@@ -191,6 +178,11 @@ TM_EXPORT void *memalign(size_t align, size_t size)
   }
   return tm_shim_aligned(align, size);
 }
+
+/* As glibc 2.36 (Debian 12) does: aligned_alloc is memalign, so an alignment
+ * that is not a power of two is rounded up rather than refused (glibc 2.38
+ * and C23 refuse it with EINVAL). */
+TM_EXPORT void *aligned_alloc(size_t align, size_t size) __attribute__((alias("memalign")));
 
 TM_EXPORT void *valloc(size_t size)
 {

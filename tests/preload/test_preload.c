@@ -549,3 +549,26 @@ Test(preload, library_exports_every_entry_point_and_no_jemalloc, .timeout = 60)
       }
   spawn_free(&r);
 }
+
+Test(preload, full_ranges_fall_back_to_unplaced_memory, .timeout = 60)
+{
+  /* With 1 GiB of range per tier, 2.5 GiB of blocks must still be served:
+   * the first ones placed, the rest outside the ranges, freed without harm,
+   * and one warning line. */
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  if (preload_find("progs/exhaust", "build/tests/progs/exhaust", X_OK, prog, sizeof prog) == NULL)
+    cr_skip_test("build/tests/progs/exhaust is not built (make test-lib builds it)");
+  char *argv[] = { prog, NULL };
+  char *env[] = { "TIERMALLOC_RESERVE=1G", ld, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 50);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "exhaust: %s; %s",
+            spawn_status_str(&r, st, sizeof st), r.out ? r.out : "");
+  int placed = -1, unplaced = -1;
+  cr_assert_eq(sscanf(r.out, "placed=%d unplaced=%d", &placed, &unplaced), 2, "%s", r.out);
+  cr_expect_gt(placed, 0);
+  cr_expect_gt(unplaced, 0);
+  cr_expect_str_eq(r.errout, "tiermalloc: the tier ranges are full (TIERMALLOC_RESERVE); new memory is not placed on a tier\n");
+  spawn_free(&r);
+}

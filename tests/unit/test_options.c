@@ -193,6 +193,8 @@ Test(options, size_percent)
                                     "50%%", "5K%", "50%B", "-5%", "1.5%", "%50"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     opt_bad(TM_OPTION_TOPTIER_MAX, bad[i], EINVAL);
+  /* A plain SIZE has no whole to take a percentage of. */
+  opt_bad(TM_OPTION_RESERVE, "50%", EINVAL);
 }
 
 Test(options, size_junk)
@@ -355,7 +357,7 @@ Test(options, init_from_every_message, .init = cr_redirect_stderr)
   const tm_option_desc_t *o = tm_option_descs;
   char want[2048];
   snprintf(want, sizeof want,
-           "tiermalloc: TIERMALLOC_TOPTIER_MAX='150%%' is not a size; using default (%s)\n"
+           "tiermalloc: TIERMALLOC_TOPTIER_MAX='150%%' is not a size or a percentage; using default (%s)\n"
            "tiermalloc: TIERMALLOC_RESERVE='99999999999T' is too large; using default (%s)\n"
            "tiermalloc: TIERMALLOC_NARENAS='four' is not a number; using default (%s)\n"
            "tiermalloc: TIERMALLOC_DIRTY_DECAY_MS='99999999999999999999' is too large; "
@@ -499,6 +501,7 @@ static const char *opt_type_word(const tm_option_desc_t *d)
   case TM_OPT_BOOL:   return "boolean";
   case TM_OPT_UINT:   return "number";
   case TM_OPT_SIZE:   return "size";
+  case TM_OPT_SHARE:  return "size or %";
   case TM_OPT_ENUM:   return "one of ";
   case TM_OPT_STRING: return "string";
   }
