@@ -120,10 +120,12 @@ tm_thread_t *tm_thread_prepare(void)
   t->freed_seen = *t->deallocp;
   t->alloc_run = t->free_run = 0;
   pthread_mutex_lock(&account_lock);
+  bool second = account_threads != NULL;
   t->next = account_threads;
   if (t->next) t->next->prev = t;
   account_threads = t;
   pthread_mutex_unlock(&account_lock);
+  if (second) tm_start_second_thread();
   /* May allocate (keys >= 32): this thread is BUSY, so that nests safely. */
   if (account_key_ok) pthread_setspecific(account_key, t);
   t->state = TM_THREAD_READY;

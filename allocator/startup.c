@@ -63,6 +63,25 @@ static void start_verbose(void)
   tm_warn("jemalloc: %s", start_je_conf);
 }
 
+enum { START_BG_AUTO, START_BG_ON, START_BG_OFF };   /* TIERMALLOC_BACKGROUND_THREAD */
+static atomic_bool start_bg_done;
+
+static void start_background(void)
+{
+  if (atomic_exchange_explicit(&start_bg_done, true, memory_order_relaxed)) return;
+  bool on = true;
+  if (tmje_mallctl("background_thread", NULL, NULL, &on, sizeof on) != 0)
+    tm_warn("cannot start jemalloc's background thread; threads purge their own pages");
+}
+
+/* Without it, jemalloc purges a whole arena each time the last thread bound
+ * to it exits (tcache_destroy), which made a thread-churning benchmark 3-4x
+ * slower; a program that only ever had one thread does not need it. */
+void tm_start_second_thread(void)
+{
+  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == START_BG_AUTO) start_background();
+}
+
 static void start_run(void)
 {
   tm_options_init();
@@ -82,9 +101,7 @@ static void start_run(void)
   /* Bound before anything below allocates (a background thread's TLS). */
   tm_arena_thread_bind();
   /* Started only now, so its creation allocates with the hooks in place. */
-  bool bg = tm_option(TM_OPTION_BACKGROUND_THREAD)->num != 0;
-  if (bg && tmje_mallctl("background_thread", NULL, NULL, &bg, sizeof bg) != 0)
-    tm_warn("cannot start jemalloc's background thread; purging on allocating threads");
+  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == START_BG_ON) start_background();
   tm_stats_at_start();
   if (tm_option(TM_OPTION_VERBOSE)->num) start_verbose();
 }

@@ -16,6 +16,10 @@
  * from within start-up on the same thread. */
 int tm_start(void);
 
+/* Called when a second thread starts counting: with
+ * TIERMALLOC_BACKGROUND_THREAD=auto, starts jemalloc's background thread. */
+void tm_start_second_thread(void);
+
 /* True once start-up finished. */
 bool tm_started(void);
 

@@ -261,7 +261,7 @@ Test(preload, threads_with_fork, .timeout = 90)
  * allocations fail with ENOMEM), and one arena for every thread. */
 static char *const preload_option_sets[][2] = {
   { "TIERMALLOC_DIRTY_DECAY_MS=0", NULL },
-  { "TIERMALLOC_BACKGROUND_THREAD=1", NULL },
+  { "TIERMALLOC_BACKGROUND_THREAD=on", NULL },
   { "TIERMALLOC_RESERVE=8G", NULL },
   { "TIERMALLOC_NARENAS=1", NULL },
 };

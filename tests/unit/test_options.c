@@ -96,7 +96,7 @@ Test(options, bool_words)
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
     cr_assert_eq(opt_num(TM_OPTION_VERBOSE, no[i]), 0, "'%s'", no[i]);
   cr_assert_eq(opt_num(TM_OPTION_VERBOSE, "  yes\t"), 1);
-  cr_assert_eq(opt_num(TM_OPTION_BACKGROUND_THREAD, " off "), 0);
+  cr_assert_eq(opt_num(TM_OPTION_STATS, " json "), 2);
 }
 
 Test(options, bool_bad)
@@ -362,7 +362,7 @@ Test(options, init_from_every_message, .init = cr_redirect_stderr)
            "tiermalloc: TIERMALLOC_NARENAS='four' is not a number; using default (%s)\n"
            "tiermalloc: TIERMALLOC_DIRTY_DECAY_MS='99999999999999999999' is too large; "
            "using default (%s)\n"
-           "tiermalloc: TIERMALLOC_BACKGROUND_THREAD='maybe' is not a boolean; using default (%s)\n"
+           "tiermalloc: TIERMALLOC_BACKGROUND_THREAD='maybe' is not one of auto|on|off; using default (%s)\n"
            "tiermalloc: TIERMALLOC_STATS='yaml' is not one of none|text|json; using default (%s)\n"
            "tiermalloc: TIERMALLOC_STATS_FILE='"
            "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff..."
