@@ -1,0 +1,20 @@
+# bench/bench.mk: included by the top-level Makefile (which defines B, CC,
+# CFLAGS). `make bench` builds the workloads into $(B)/bench/ and runs
+# bench/run, which times them under glibc, jemalloc, memtier and tiermalloc.
+# It does not build the library: run `make` first (bench/run marks
+# tiermalloc missing when $(B)/libtiermalloc.so is absent, and warns when it is
+# older than the sources). BENCH_ROUNDS=N sets the rounds; BENCH_ARGS passes
+# more options to bench/run (see bench/README.md).
+
+BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
+BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
+
+.PHONY: bench bench-progs
+bench-progs: $(BENCH_PROGS)
+
+$(B)/bench/%: bench/%.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -ldl
+
+bench: $(BENCH_PROGS)
+	bench/run --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_ARGS)
