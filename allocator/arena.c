@@ -1,6 +1,7 @@
 #include "arena.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -25,6 +26,9 @@ static arena_hooks_t arena_auto;
 static arena_hooks_t arena_pinned[TIER_MAX_TIERS];
 static unsigned arena_pinned_ind[TIER_MAX_TIERS];
 static unsigned arena_nauto;
+#define ARENA_MAX_HOOKED 4096   /* arenas above this are re-hooked at each binding */
+static bool arena_hooked[ARENA_MAX_HOOKED];
+static pthread_mutex_t arena_hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned arena_next_bind;
 static bool arena_ready;
 
@@ -129,6 +133,18 @@ extent_hooks_t *tm_arena_hooks(unsigned tier, bool pinned)
   return pinned ? &arena_pinned[tier].h : &arena_auto.h;
 }
 
+/* Writing arena.<i>.extent_hooks initialises an automatic arena that does
+ * not exist yet with these hooks (and replaces the hooks of one that does). */
+static int arena_hook(unsigned i)
+{
+  char name[64];
+  snprintf(name, sizeof name, "arena.%u.extent_hooks", i);
+  extent_hooks_t *hooks = &arena_auto.h;
+  int err = tmje_mallctl(name, NULL, NULL, &hooks, sizeof(hooks));
+  if (err) tm_warn("cannot set extent hooks of arena %u (errno %d)", i, err);
+  return err;
+}
+
 int tm_arenas_init(unsigned ntiers)
 {
   arena_auto = (arena_hooks_t){ .h = arena_ops, .tier = 0, .pinned = false };
@@ -136,18 +152,12 @@ int tm_arenas_init(unsigned ntiers)
   size_t sz = sizeof(narenas);
   int err = tmje_mallctl("opt.narenas", &narenas, &sz, NULL, 0);
   if (err) return err;
-  /* Writing arena.<i>.extent_hooks initialises an automatic arena that does
-   * not exist yet with these hooks, so no automatic arena ever uses mmap. */
-  for (unsigned i = 0; i < narenas; i++) {
-    char name[64];
-    snprintf(name, sizeof name, "arena.%u.extent_hooks", i);
-    extent_hooks_t *hooks = &arena_auto.h;
-    err = tmje_mallctl(name, NULL, NULL, &hooks, sizeof(hooks));
-    if (err) {
-      tm_warn("cannot set extent hooks of arena %u (errno %d)", i, err);
-      return err;
-    }
-  }
+  /* Arena 0 exists already; the others get their hooks when a thread is
+   * first bound to them (arena_hook), so a single-threaded program pays for
+   * two arenas, not 4 per CPU (each costs a 2 MiB metadata block and page
+   * faults at start-up). */
+  err = arena_hook(0);
+  if (err) return err;
   for (unsigned t = 0; t < ntiers; t++) {
     arena_pinned[t] = (arena_hooks_t){ .h = arena_ops, .tier = t, .pinned = true };
     extent_hooks_t *hooks = &arena_pinned[t].h;
@@ -168,7 +178,23 @@ void tm_arena_thread_bind(void)
   if (arena_nauto < 2) return;
   unsigned n = atomic_fetch_add_explicit(&arena_next_bind, 1, memory_order_relaxed);
   unsigned ind = 1 + n % (arena_nauto - 1);
+  if (ind < ARENA_MAX_HOOKED) {
+    /* Hooks before the first binding: a thread bound to an arena that does
+     * not exist yet would make jemalloc create it with its default hooks. */
+    pthread_mutex_lock(&arena_hook_lock);
+    if (!arena_hooked[ind] && arena_hook(ind) == 0) arena_hooked[ind] = true;
+    bool ok = arena_hooked[ind];
+    pthread_mutex_unlock(&arena_hook_lock);
+    if (!ok) return;
+  } else if (arena_hook(ind) != 0) {
+    return;
+  }
   tmje_mallctl("thread.arena", NULL, NULL, &ind, sizeof(ind));
+}
+
+void tm_arena_postfork_child(void)
+{
+  pthread_mutex_init(&arena_hook_lock, NULL);
 }
 
 bool tm_arenas_ready(void)

@@ -3,8 +3,9 @@
  *
  * - Every automatic arena (the ones malloc uses) gets the placement hooks:
  *   a new extent goes where policy puts it (top tier first). Each thread is
- *   bound to one of them once (tm_arena_thread_bind); jemalloc's tcache fast
- *   path is untouched.
+ *   bound to one of them once (tm_arena_thread_bind), which installs the
+ *   hooks on an arena before its first use; jemalloc's tcache fast path is
+ *   untouched.
  * - Each tier also has one pinned arena for tier_malloc, whose extents come
  *   only from that tier's range. tier_malloc routes through a per-thread
  *   explicit tcache per tier (a default tcache would hand back objects cached
@@ -40,6 +41,9 @@ void tm_arena_thread_exit(struct tm_thread_s *t);
  * before the hooks were installed, so its early slabs lie outside every
  * range; threads never allocate from it. */
 void tm_arena_thread_bind(void);
+
+/* Fork child: the hook-installation lock may have been held by a gone thread. */
+void tm_arena_postfork_child(void);
 
 /* true when the pinned arenas exist (tier_malloc can place). */
 bool tm_arenas_ready(void);

@@ -80,7 +80,12 @@ Test(hooks, automatic_arenas_place_on_the_top_tier)
   /* Arena 0 is skipped: jemalloc's start-up gave it extents before the
    * hooks existed, and tiermalloc never binds a thread to it. */
   for (unsigned a = 1; a < 4; a++) {
-    void *p = tmje_mallocx(100000, MALLOCX_ARENA(a) | MALLOCX_TCACHE_NONE);
+    tm_arena_thread_bind();   /* arenas 1, 2, 3 in turn, each hooked first */
+    unsigned ind = 0;
+    size_t sz = sizeof ind;
+    cr_assert_eq(tmje_mallctl("thread.arena", &ind, &sz, NULL, 0), 0);
+    cr_expect_eq(ind, a);
+    void *p = tmje_mallocx(100000, MALLOCX_TCACHE_NONE);
     cr_assert_not_null(p);
     cr_expect_eq(tm_range_index(p), 0u, "arena %u", a);
     tmje_dallocx(p, MALLOCX_TCACHE_NONE);
@@ -126,8 +131,9 @@ Test(hooks, over_the_top_tier_budget_extents_go_down_a_tier)
    * beyond the budget. */
   uint64_t limit = tm_range_mapped(0) > (4u << 20) ? tm_range_mapped(0) : (4u << 20);
   void *p[8];
+  tm_arena_thread_bind();
   for (int i = 0; i < 8; i++) {
-    p[i] = tmje_mallocx(2 << 20, MALLOCX_ARENA(1) | MALLOCX_TCACHE_NONE);
+    p[i] = tmje_mallocx(2 << 20, MALLOCX_TCACHE_NONE);
     cr_assert_not_null(p[i]);
   }
   cr_expect_leq(tm_range_mapped(0), limit, "tier 0 stays within its budget (%llu)", (unsigned long long)tm_range_mapped(0));
