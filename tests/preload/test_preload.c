@@ -572,3 +572,25 @@ Test(preload, full_ranges_fall_back_to_unplaced_memory, .timeout = 60)
   cr_expect_str_eq(r.errout, "tiermalloc: the tier ranges are full (TIERMALLOC_RESERVE); new memory is not placed on a tier\n");
   spawn_free(&r);
 }
+
+Test(preload, freed_pages_go_back_to_the_kernel_as_jemalloc_decays, .timeout = 60)
+{
+  /* DIRTY_DECAY_MS=0: jemalloc purges freed extents at once, through the
+   * tier ranges' purge hooks; resident (measured from numa_maps) drops. */
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  if (preload_find("progs/decay", "build/tests/progs/decay", X_OK, prog, sizeof prog) == NULL)
+    cr_skip_test("build/tests/progs/decay is not built (make test-lib builds it)");
+  char *argv[] = { prog, NULL };
+  char *env[] = { "TIERMALLOC_DIRTY_DECAY_MS=0", ld, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 50);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "decay: %s; %s",
+            spawn_status_str(&r, st, sizeof st), r.out ? r.out : "");
+  unsigned long long before = 0, after = 0;
+  cr_assert_eq(sscanf(r.out, "before=%llu after=%llu", &before, &after), 2, "%s", r.out);
+  cr_expect_geq(before, 64ull << 20, "the touched 64 MiB are resident");
+  cr_expect_leq(after, before - (56ull << 20), "after free: %llu of %llu bytes still resident", after, before);
+  cr_expect_str_eq(r.errout, "");
+  spawn_free(&r);
+}
