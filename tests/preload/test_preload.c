@@ -550,21 +550,31 @@ Test(preload, library_exports_every_entry_point_and_no_jemalloc, .timeout = 60)
   spawn_free(&r);
 }
 
+/* Runs build/tests/progs/<name> preloaded, with one TIERMALLOC_ setting,
+ * and requires exit 0; skips when the library or the program is missing. */
+static spawn_result_t preload_run_prog(const char *name, char *setting)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char rel[64], fallback[128], prog[PATH_MAX];
+  snprintf(rel, sizeof rel, "progs/%s", name);
+  snprintf(fallback, sizeof fallback, "build/tests/progs/%s", name);
+  if (preload_find(rel, fallback, X_OK, prog, sizeof prog) == NULL)
+    cr_skip_test("%s is not built (make test-lib builds it)", fallback);
+  char *argv[] = { prog, NULL };
+  char *env[] = { setting, ld, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 50);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s: %s; %s", name,
+            spawn_status_str(&r, st, sizeof st), r.out ? r.out : "");
+  return r;
+}
+
 Test(preload, full_ranges_fall_back_to_unplaced_memory, .timeout = 60)
 {
   /* With 1 GiB of range per tier, 2.5 GiB of blocks must still be served:
    * the first ones placed, the rest outside the ranges, freed without harm,
    * and one warning line. */
-  PRELOAD_REQUIRE_LIB(ld);
-  char prog[PATH_MAX];
-  if (preload_find("progs/exhaust", "build/tests/progs/exhaust", X_OK, prog, sizeof prog) == NULL)
-    cr_skip_test("build/tests/progs/exhaust is not built (make test-lib builds it)");
-  char *argv[] = { prog, NULL };
-  char *env[] = { "TIERMALLOC_RESERVE=1G", ld, NULL };
-  spawn_result_t r = spawn_run(argv, env, NULL, 50);
-  char st[128];
-  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "exhaust: %s; %s",
-            spawn_status_str(&r, st, sizeof st), r.out ? r.out : "");
+  spawn_result_t r = preload_run_prog("exhaust", "TIERMALLOC_RESERVE=1G");
   int placed = -1, unplaced = -1;
   cr_assert_eq(sscanf(r.out, "placed=%d unplaced=%d", &placed, &unplaced), 2, "%s", r.out);
   cr_expect_gt(placed, 0);
@@ -577,16 +587,7 @@ Test(preload, freed_pages_go_back_to_the_kernel_as_jemalloc_decays, .timeout = 6
 {
   /* DIRTY_DECAY_MS=0: jemalloc purges freed extents at once, through the
    * tier ranges' purge hooks; resident (measured from numa_maps) drops. */
-  PRELOAD_REQUIRE_LIB(ld);
-  char prog[PATH_MAX];
-  if (preload_find("progs/decay", "build/tests/progs/decay", X_OK, prog, sizeof prog) == NULL)
-    cr_skip_test("build/tests/progs/decay is not built (make test-lib builds it)");
-  char *argv[] = { prog, NULL };
-  char *env[] = { "TIERMALLOC_DIRTY_DECAY_MS=0", ld, NULL };
-  spawn_result_t r = spawn_run(argv, env, NULL, 50);
-  char st[128];
-  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "decay: %s; %s",
-            spawn_status_str(&r, st, sizeof st), r.out ? r.out : "");
+  spawn_result_t r = preload_run_prog("decay", "TIERMALLOC_DIRTY_DECAY_MS=0");
   unsigned long long before = 0, after = 0;
   cr_assert_eq(sscanf(r.out, "before=%llu after=%llu", &before, &after), 2, "%s", r.out);
   cr_expect_geq(before, 64ull << 20, "the touched 64 MiB are resident");
