@@ -12,7 +12,7 @@ BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
 .PHONY: bench bench-progs
 bench-progs: $(BENCH_PROGS)
 
-$(B)/bench/%: bench/%.c bench/bench.mk
+$(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -ldl
 

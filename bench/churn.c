@@ -28,6 +28,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "out.h"
+
 #define BATCH 64
 #define LIVE 256
 #define MAXT 4
@@ -58,17 +60,6 @@ struct worker {
 	int bad;
 };
 
-static void say(const char *s)
-{
-	size_t n = strlen(s);
-	while (n > 0) {
-		ssize_t w = write(1, s, n);
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
 
 static uint64_t next_rand(uint64_t *s)
 {
@@ -309,14 +300,7 @@ int main(int argc, char **argv)
 		 "churn: %ld rounds, %lu threads, %lu allocations (%lu freed by another thread), %lu bytes%s\n",
 		 rounds, threads, allocs, cross, bytes, bad ? ", CORRUPTION DETECTED" : "");
 	say(line);
-	if (which) {
-		void *(*volatile m)(size_t) = malloc;
-		Dl_info info;
-		if (dladdr((void *)m, &info) && info.dli_fname != NULL)
-			snprintf(line, sizeof line, "malloc from: %s\n", info.dli_fname);
-		else
-			snprintf(line, sizeof line, "malloc from: (unknown)\n");
-		say(line);
-	}
+	if (which)
+		say_which_malloc();
 	return bad ? 1 : 0;
 }

@@ -18,17 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static void say(const char *s)
-{
-	size_t n = strlen(s);
-	while (n > 0) {
-		ssize_t w = write(1, s, n);
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
+#include "out.h"
+
 
 int main(int argc, char **argv)
 {
@@ -64,15 +55,7 @@ int main(int argc, char **argv)
 
 	snprintf(line, sizeof line, "pairloop: %ld pairs, sum %lu\n", iters, sum);
 	say(line);
-	if (which) {
-		/* The address through the GOT is the interposed malloc. */
-		void *(*volatile m)(size_t) = malloc;
-		Dl_info info;
-		if (dladdr((void *)m, &info) && info.dli_fname != NULL)
-			snprintf(line, sizeof line, "malloc from: %s\n", info.dli_fname);
-		else
-			snprintf(line, sizeof line, "malloc from: (unknown)\n");
-		say(line);
-	}
+	if (which)
+		say_which_malloc();
 	return 0;
 }
