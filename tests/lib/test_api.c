@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "statsbuf.h"
 #include "tiermalloc.h"
 
 static tier_stats_t api_stats(void)
@@ -140,30 +141,17 @@ Test(api, allocated_is_exact_across_threads)
   cr_expect_leq(API_SUM(after, allocated), API_SUM(before, allocated) + 65536);
 }
 
-typedef struct api_buf_s {
-  char s[16384];
-  size_t n;
-} api_buf_t;
-
-static void api_write(void *arg, const char *buf, size_t len)
-{
-  api_buf_t *b = arg;
-  if (b->n + len >= sizeof b->s) return;
-  memcpy(b->s + b->n, buf, len);
-  b->n += len;
-  b->s[b->n] = 0;
-}
 
 Test(api, stats_print_text_and_json)
 {
-  api_buf_t b = { .n = 0 };
-  cr_assert_eq(tier_stats_print(api_write, &b, TIER_STATS_JSON), 0);
+  statsbuf_t b = { .n = 0 };
+  cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_JSON), 0);
   cr_expect(b.s[0] == '{' && strcmp(b.s + b.n - 3, "]}\n") == 0, "%s", b.s);
 #define X(name, unit, doc) cr_expect(strstr(b.s, "\"" #name "\":") != NULL, "json lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
 #undef X
   b.n = 0;
-  cr_assert_eq(tier_stats_print(api_write, &b, TIER_STATS_TEXT), 0);
+  cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_TEXT), 0);
   cr_expect(strncmp(b.s, "tiermalloc: ", 12) == 0, "%s", b.s);
 }

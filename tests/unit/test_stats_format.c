@@ -3,20 +3,8 @@
 #include <string.h>
 
 #include "stats.h"
+#include "statsbuf.h"
 
-typedef struct fmt_buf_s {
-  char s[8192];
-  size_t n;
-} fmt_buf_t;
-
-static void fmt_write(void *arg, const char *buf, size_t len)
-{
-  fmt_buf_t *b = arg;
-  cr_assert_lt(b->n + len, sizeof b->s);
-  memcpy(b->s + b->n, buf, len);
-  b->n += len;
-  b->s[b->n] = 0;
-}
 
 static tier_stats_t fmt_sample(void)
 {
@@ -38,8 +26,8 @@ static tier_stats_t fmt_sample(void)
 Test(stats_format, json_has_every_field_once)
 {
   tier_stats_t s = fmt_sample();
-  fmt_buf_t b = { .n = 0 };
-  tm_stats_format(&s, fmt_write, &b, TIER_STATS_JSON);
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
     "{\"version\":1,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
     "\"resident_sample_ns\":1500000,\"tiers\":["
@@ -52,8 +40,8 @@ Test(stats_format, json_has_every_field_once)
 Test(stats_format, text_is_a_table_with_units)
 {
   tier_stats_t s = fmt_sample();
-  fmt_buf_t b = { .n = 0 };
-  tm_stats_format(&s, fmt_write, &b, TIER_STATS_TEXT);
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
   cr_expect(strstr(b.s, "tiermalloc: 2 tiers\n") == b.s, "%s", b.s);
 #define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
