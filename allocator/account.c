@@ -126,7 +126,8 @@ tm_thread_t *tm_thread_prepare(void)
   account_threads = t;
   pthread_mutex_unlock(&account_lock);
   if (second) tm_start_second_thread();
-  /* May allocate (keys >= 32): this thread is BUSY, so that nests safely. */
+  /* May allocate (keys >= 32): the runs are open and the thread registered,
+   * so a nested malloc/free counts normally. */
   if (account_key_ok) pthread_setspecific(account_key, t);
   t->state = TM_THREAD_READY;
   return t;

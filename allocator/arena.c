@@ -175,7 +175,9 @@ int tm_arenas_init(unsigned ntiers)
 
 void tm_arena_thread_bind(void)
 {
-  if (arena_nauto < 2) return;
+  static __thread bool bound __attribute__((tls_model("initial-exec")));
+  if (arena_nauto < 2 || bound) return;
+  bound = true;
   unsigned n = atomic_fetch_add_explicit(&arena_next_bind, 1, memory_order_relaxed);
   unsigned ind = 1 + n % (arena_nauto - 1);
   if (ind < ARENA_MAX_HOOKED) {

@@ -36,8 +36,8 @@ int tm_arena_tcache_flags(struct tm_thread_s *t, unsigned tier);
 /* Destroys the thread's explicit tcaches; called at thread exit. */
 void tm_arena_thread_exit(struct tm_thread_s *t);
 
-/* Binds the calling thread to one of the automatic arenas other than arena 0,
- * round robin. Arena 0 served jemalloc's own start-up with mmap'd extents
+/* Binds the calling thread, once (later calls do nothing), to one of the
+ * automatic arenas other than arena 0, round robin. Arena 0 served jemalloc's own start-up with mmap'd extents
  * before the hooks were installed, so its early slabs lie outside every
  * range; threads never allocate from it. */
 void tm_arena_thread_bind(void);

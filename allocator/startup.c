@@ -97,9 +97,9 @@ static void start_run(void)
     tm_warn("falling back to unplaced memory");
     tm_ranges.n = 0;
   }
-  tm_policy_baseline();
-  /* Bound before anything below allocates (a background thread's TLS). */
+  /* The starting thread's arena, hooked now, is start-up metadata too. */
   tm_arena_thread_bind();
+  tm_policy_baseline();
   /* Started only now, so its creation allocates with the hooks in place. */
   if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == START_BG_ON) start_background();
   tm_stats_at_start();

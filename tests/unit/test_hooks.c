@@ -3,6 +3,7 @@
  * extent_hooks.h). The private jemalloc here is the unit binary's own copy.
  * The same placement is checked for real, on a two-node kernel, in tests/vm. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -72,6 +73,24 @@ Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
   cr_expect_eq(tm_ranges.n, 2u);
 }
 
+typedef struct hk_bound_s {
+  unsigned arena;   /* thread.arena after binding */
+  unsigned range;   /* range index of a 100000-byte allocation */
+} hk_bound_t;
+
+static void *hk_bind_and_alloc(void *arg)
+{
+  hk_bound_t *b = arg;
+  tm_arena_thread_bind();
+  tm_arena_thread_bind();   /* once per thread: the second call keeps the first arena */
+  size_t sz = sizeof b->arena;
+  tmje_mallctl("thread.arena", &b->arena, &sz, NULL, 0);
+  void *p = tmje_mallocx(100000, MALLOCX_TCACHE_NONE);
+  b->range = p ? tm_range_index(p) : TM_RANGE_OTHER;
+  if (p) tmje_dallocx(p, MALLOCX_TCACHE_NONE);
+  return NULL;
+}
+
 Test(hooks, automatic_arenas_place_on_the_top_tier)
 {
   hk_setup("100%");
@@ -80,15 +99,13 @@ Test(hooks, automatic_arenas_place_on_the_top_tier)
   /* Arena 0 is skipped: jemalloc's start-up gave it extents before the
    * hooks existed, and tiermalloc never binds a thread to it. */
   for (unsigned a = 1; a < 4; a++) {
-    tm_arena_thread_bind();   /* arenas 1, 2, 3 in turn, each hooked first */
-    unsigned ind = 0;
-    size_t sz = sizeof ind;
-    cr_assert_eq(tmje_mallctl("thread.arena", &ind, &sz, NULL, 0), 0);
-    cr_expect_eq(ind, a);
-    void *p = tmje_mallocx(100000, MALLOCX_TCACHE_NONE);
-    cr_assert_not_null(p);
-    cr_expect_eq(tm_range_index(p), 0u, "arena %u", a);
-    tmje_dallocx(p, MALLOCX_TCACHE_NONE);
+    /* One thread after another: arenas 1, 2, 3 in turn, each hooked first. */
+    hk_bound_t b = { 0, 0 };
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, hk_bind_and_alloc, &b), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(b.arena, a);
+    cr_expect_eq(b.range, 0u, "arena %u", a);
   }
   cr_expect_gt(hk.commit_bytes[0], 0);
   cr_expect_eq(hk.commit_bytes[1], tier1_before, "nothing placed on tier 1");
