@@ -36,14 +36,9 @@ TM_EXPORT void *tier_malloc(size_t size, int tier)
     return NULL;
   }
   int flags = tm_arena_pinned_flags((unsigned)tier) | tm_arena_tcache_flags(t, (unsigned)tier);
-  void *p;
-  if (t == NULL) {
-    p = tmje_mallocx(size ? size : 1, flags);
-    if (p) tm_account_late(p, tmje_malloc_usable_size(p), 0);
-  } else {
-    p = tmje_mallocx(size ? size : 1, flags);
-    tm_count_alloc(t, p);
-  }
+  void *p = tmje_mallocx(size ? size : 1, flags);
+  if (t != NULL) tm_count_alloc(t, p);
+  else if (p != NULL) tm_account_late(p, tmje_malloc_usable_size(p), 0);
   if (p == NULL) errno = ENOMEM;
   return p;
 }
