@@ -48,9 +48,15 @@ static int os_purge(void *p, size_t size, int lazy)
   return madvise(p, size, lazy ? MADV_FREE : MADV_DONTNEED) == 0 ? 0 : errno;
 }
 
+static int os_huge(void *p, size_t size)
+{
+  return madvise(p, size, MADV_HUGEPAGE) == 0 ? 0 : errno;
+}
+
 const tm_os_t tm_os_linux = {
   .reserve = os_reserve,
   .commit = os_commit,
   .bind = os_bind,
   .purge = os_purge,
+  .huge = os_huge,
 };

@@ -28,6 +28,10 @@ typedef struct tm_os_s {
    * kernel takes them under pressure, contents undefined until then);
    * otherwise MADV_DONTNEED (the next touch reads zero). */
   int (*purge)(void *p, size_t size, int lazy);
+  /* Asks for transparent huge pages in [p, p+size) (MADV_HUGEPAGE): the
+   * kernel then backs each 2 MiB-aligned block inside it with one huge page
+   * when it can, as the system's THP setting allows. */
+  int (*huge)(void *p, size_t size);
 } tm_os_t;
 
 /* The real primitives. */

@@ -13,6 +13,7 @@ tm_ranges_t tm_ranges;
 static const tm_os_t *range_os = &tm_os_linux;
 static _Atomic uintptr_t range_next[TIER_MAX_TIERS];   /* bump pointers */
 static _Atomic uint64_t range_carved[TIER_MAX_TIERS];
+static size_t range_huge_min;
 
 static unsigned range_log2_ceil(size_t x)
 {
@@ -21,9 +22,11 @@ static unsigned range_log2_ceil(size_t x)
   return s;
 }
 
-int tm_ranges_init(const tm_topology_t *topo, size_t size, const tm_os_t *os)
+int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
+                   const tm_os_t *os)
 {
   range_os = os;
+  range_huge_min = huge_min;
   unsigned n = (unsigned)topo->ntiers;
   size = (size + RANGE_ALIGN - 1) & ~(RANGE_ALIGN - 1);
   if (size < RANGE_MIN) size = RANGE_MIN;
@@ -74,6 +77,7 @@ void *tm_range_carve(unsigned i, size_t size, size_t align)
   /* An alignment gap below start stays PROT_NONE and is never used. */
   if (range_os->commit((void *)start, size) != 0) return NULL;
   atomic_fetch_add_explicit(&range_carved[i], size, memory_order_relaxed);
+  if (size >= range_huge_min) range_os->huge((void *)start, size);
   return (void *)start;
 }
 

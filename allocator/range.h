@@ -43,12 +43,16 @@ static inline unsigned tm_range_index(const void *p)
  * and binds each to its tier's nodes (skipped for a single tier). When the
  * reservation fails it retries with half the size down to 1 GiB; then it
  * leaves the ranges inactive (every pointer is TM_RANGE_OTHER). Returns 0 or
- * a positive errno; warns once on failure. */
-int tm_ranges_init(const tm_topology_t *topo, size_t size, const tm_os_t *os);
+ * a positive errno; warns once on failure.
+ * huge_min: carves of at least this many bytes also ask for huge pages
+ * (os->huge); 0 for every carve, SIZE_MAX for none. */
+int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
+                   const tm_os_t *os);
 
 /* Carves size bytes aligned to `align` (a power of two, >= page) from range
  * i and commits them. NULL when the range is exhausted or commit fails.
- * Counts the bytes as mapped and committed on tier i. */
+ * Counts the bytes as mapped and committed on tier i. A failure to get huge
+ * pages is not a failure of the carve. */
 void *tm_range_carve(unsigned i, size_t size, size_t align);
 
 /* Bytes carved from range i so far (mapped == committed: decommit is not

@@ -14,7 +14,8 @@
 #include "topology.h"
 
 static struct {
-  int reserve, bind, commit, purge;
+  int reserve, bind, commit, purge, huge;
+  size_t huge_min_seen;   /* smallest size asked for huge pages */
   size_t commit_bytes[TIER_MAX_TIERS + 1];
   size_t purge_bytes[TIER_MAX_TIERS + 1];
   tm_nodemask_t bound[TIER_MAX_TIERS];
@@ -47,9 +48,19 @@ static int hk_purge(void *p, size_t size, int lazy)
   return tm_os_linux.purge(p, size, lazy);
 }
 
-static const tm_os_t hk_os = { .reserve = hk_reserve, .commit = hk_commit, .bind = hk_bind, .purge = hk_purge };
+static int hk_huge(void *p, size_t size)
+{
+  if (hk.huge++ == 0 || size < hk.huge_min_seen) hk.huge_min_seen = size;
+  return tm_os_linux.huge(p, size);
+}
 
-/* Two tiers (the DRAM + CXL fixture), 1 GiB ranges, hooks on every arena. */
+static const tm_os_t hk_os = { .reserve = hk_reserve, .commit = hk_commit, .bind = hk_bind,
+                               .purge = hk_purge, .huge = hk_huge };
+
+#define HK_HUGE_MIN ((size_t)4 << 20)
+
+/* Two tiers (the DRAM + CXL fixture), 1 GiB ranges, huge pages for carves
+ * of 4 MiB and more (TIERMALLOC_THP=auto), hooks on every arena. */
 static void hk_setup(const char *toptier_max)
 {
   char opt[64];
@@ -58,7 +69,7 @@ static void hk_setup(const char *toptier_max)
   tm_options_init_from(env);
   tm_topology_t topo;
   cr_assert_eq(tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
-  cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, &hk_os), 0);
+  cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, HK_HUGE_MIN, &hk_os), 0);
   tm_policy_init(&topo);
   cr_assert_eq(tm_arenas_init(2), 0);
 }
@@ -180,4 +191,22 @@ Test(hooks, merge_only_within_a_tier_and_dalloc_retains)
   cr_expect(h->dalloc(h, r0, 4096, true, 0) == true, "address space is retained");
   bool zero = false, commit = false;
   cr_expect_null(h->alloc(h, r0, 4096, 4096, &zero, &commit, 0), "no in-place extension");
+}
+
+Test(hooks, huge_pages_only_for_carves_from_the_threshold)
+{
+  hk_setup("100%");
+  int flags = tm_arena_pinned_flags(0) | MALLOCX_TCACHE_NONE;
+  /* Arena metadata and a small heap: 2 MiB blocks and a first grow. */
+  void *small = tmje_mallocx(100000, flags);
+  cr_assert_not_null(small);
+  cr_expect_eq(hk.huge, 0, "%d carves below %zu bytes asked for huge pages", hk.huge, HK_HUGE_MIN);
+  int commits = hk.commit;
+  void *big = tmje_mallocx(8 << 20, flags);
+  cr_assert_not_null(big);
+  cr_expect_gt(hk.commit, commits, "the 8 MiB block needed a new carve");
+  cr_expect_eq(hk.huge, 1);
+  cr_expect_geq(hk.huge_min_seen, HK_HUGE_MIN, "a carve of %zu bytes asked for huge pages", hk.huge_min_seen);
+  tmje_dallocx(big, flags);
+  tmje_dallocx(small, flags);
 }

@@ -10,6 +10,8 @@
  *   budget: 64 x 1 MiB malloc'd and touched; for each tier, how many chunks
  *           tier_of() puts there and on which nodes their pages are; the
  *           stats' mapped bytes per tier.
+ *   thp:    a heap of VMTEST_THP_MIB MiB of 1 KiB mallocs, touched; the
+ *           bytes of huge pages in tiermalloc's mappings (smaps).
  */
 #include <numaif.h>
 #include <stdio.h>
@@ -92,12 +94,31 @@ static void child_budget(void)
   for (int i = 0; i < CHUNKS; i++) free(keep[i]);
 }
 
+static void child_thp(void)
+{
+  const char *mib = getenv("VMTEST_THP_MIB");
+  size_t n = (mib ? strtoull(mib, NULL, 10) : 0) * 1024;
+  void **keep = malloc((n + 1) * sizeof *keep);
+  if (!keep) { printf("error=malloc\n"); return; }
+  for (size_t i = 0; i < n; i++) {
+    keep[i] = malloc(1024);
+    if (!keep[i]) { printf("error=malloc\n"); return; }
+    memset(keep[i], (int)(i % 251) + 1, 1024);
+  }
+  uint64_t huge = 0;
+  if (vm_tiered_anon_huge_bytes(&huge) != 0) { printf("error=smaps\n"); return; }
+  printf("heap_mib=%zu huge=%llu\n", n / 1024, (unsigned long long)huge);
+  for (size_t i = 0; i < n; i++) free(keep[i]);
+  free(keep);
+}
+
 __attribute__((constructor)) static void vm_child_main(void)
 {
   const char *mode = getenv("VMTEST_CHILD");
   if (!mode) return;
   if (strcmp(mode, "tiers") == 0) child_tiers();
   else if (strcmp(mode, "budget") == 0) child_budget();
+  else if (strcmp(mode, "thp") == 0) child_thp();
   else printf("error=unknown mode %s\n", mode);
   fflush(stdout);
   _exit(0);

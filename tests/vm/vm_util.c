@@ -106,22 +106,20 @@ size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES])
   return bad;
 }
 
-int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES])
+/* The whole of a /proc file, NUL-terminated, malloc'd; NULL on error.
+ * Read in full before parsing: a file read with stdio would allocate while
+ * it is read, but the reading itself must not add mappings. */
+static char *vm_read_all(const char *path)
 {
-  char path[64];
-  if (pid) snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
-  else snprintf(path, sizeof path, "/proc/self/numa_maps");
-  /* Read it all first: a file opened with stdio would allocate while we
-   * read it, but the reading itself must not add mappings. */
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
+  if (fd < 0) return NULL;
   size_t cap = 1 << 20, n = 0;
   char *buf = malloc(cap);
-  if (!buf) { close(fd); return -1; }
+  if (!buf) { close(fd); return NULL; }
   for (;;) {
     if (n + 4096 > cap) {
       char *b = realloc(buf, cap * 2);
-      if (!b) { free(buf); close(fd); return -1; }
+      if (!b) { free(buf); close(fd); return NULL; }
       buf = b; cap *= 2;
     }
     ssize_t r = read(fd, buf + n, cap - n - 1);
@@ -131,6 +129,16 @@ int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES])
   }
   close(fd);
   buf[n] = 0;
+  return buf;
+}
+
+int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES])
+{
+  char path[64];
+  if (pid) snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
+  else snprintf(path, sizeof path, "/proc/self/numa_maps");
+  char *buf = vm_read_all(path);
+  if (!buf) return -1;
   for (char *line = buf, *next; line && *line; line = next) {
     next = strchr(line, '\n');
     if (next) *next++ = 0;
@@ -238,4 +246,23 @@ long long vm_json_num(const char *from, const char *key)
   const char *p = from ? strstr(from, pat) : NULL;
   if (!p) return -1;
   return strtoll(p + strlen(pat), NULL, 10);
+}
+
+int vm_tiered_anon_huge_bytes(uint64_t *huge)
+{
+  char *buf = vm_read_all("/proc/self/smaps");
+  if (!buf) return -1;
+  *huge = 0;
+  int tiered = 0;
+  for (char *line = buf, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    unsigned long long start, end, kb;
+    if (sscanf(line, "%llx-%llx ", &start, &end) == 2)
+      tiered = tier_of((void *)(uintptr_t)start) != TIER_NONE;
+    else if (tiered && sscanf(line, "AnonHugePages: %llu kB", &kb) == 1)
+      *huge += kb * 1024;
+  }
+  free(buf);
+  return 0;
 }

@@ -51,6 +51,10 @@ size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES]);
  * count; this only means anything for the calling process. Returns 0 or -1. */
 int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES]);
 
+/* Bytes of transparent huge pages (smaps AnonHugePages) in the mappings
+ * tiermalloc owns, in the calling process. Returns 0 or -1. */
+int vm_tiered_anon_huge_bytes(uint64_t *huge);
+
 /* Runs argv with the current environment plus `env` (NULL-terminated
  * "NAME=value" strings; they replace variables of the same name), stdout
  * captured into out (NUL-terminated, truncated to size). Returns the exit
