@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "account.h"
@@ -26,10 +27,9 @@ static arena_hooks_t arena_auto;
 static arena_hooks_t arena_pinned[TIER_MAX_TIERS];
 static unsigned arena_pinned_ind[TIER_MAX_TIERS];
 static unsigned arena_nauto;
-#define ARENA_MAX_HOOKED 4096   /* arenas above this are re-hooked at each binding */
-static bool arena_hooked[ARENA_MAX_HOOKED];
 static pthread_mutex_t arena_hook_lock = PTHREAD_MUTEX_INITIALIZER;
-static _Atomic unsigned arena_next_bind;
+static _Atomic unsigned arena_nhooked;     /* automatic arenas 0..n-1 have the hooks */
+static _Atomic unsigned arena_threads_seen;
 static bool arena_ready;
 
 /* Every range is full: malloc must not fail for want of address space, so
@@ -145,6 +145,27 @@ static int arena_hook(unsigned i)
   return err;
 }
 
+/* Sizes halve from 1 MiB to a page; a size is taken again while it comes
+ * from outside the ranges. Placed blocks are held until the end, so they
+ * are not handed back out during the drain. */
+void tm_arena_drain_unplaced(void)
+{
+  enum { TRIES = 64 };
+  int flags = MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE;
+  void *placed[TRIES];
+  int nplaced = 0;
+  size_t size = (size_t)1 << 20;
+  for (int i = 0; i < TRIES && size >= ARENA_PAGE; i++) {
+    void *p = tmje_mallocx(size, flags);
+    if (p == NULL) break;
+    if (tm_range_index(p) != TM_RANGE_OTHER) {
+      placed[nplaced++] = p;
+      size /= 2;
+    }
+  }
+  while (nplaced > 0) tmje_dallocx(placed[--nplaced], flags);
+}
+
 int tm_arenas_init(unsigned ntiers)
 {
   arena_auto = (arena_hooks_t){ .h = arena_ops, .tier = 0, .pinned = false };
@@ -152,12 +173,19 @@ int tm_arenas_init(unsigned ntiers)
   size_t sz = sizeof(narenas);
   int err = tmje_mallctl("opt.narenas", &narenas, &sz, NULL, 0);
   if (err) return err;
-  /* Arena 0 exists already; the others get their hooks when a thread is
-   * first bound to them (arena_hook), so a single-threaded program pays for
-   * two arenas, not 4 per CPU (each costs a 2 MiB metadata block and page
+  /* Arena 0 exists already; the others get their hooks as threads arrive
+   * (tm_arena_thread_bind), so a single-threaded program pays for two
+   * arenas, not 4 per CPU (each costs a 2 MiB metadata block and page
    * faults at start-up). */
   err = arena_hook(0);
   if (err) return err;
+  atomic_store_explicit(&arena_nhooked, 1, memory_order_relaxed);
+  /* jemalloc created arena 0 before it applied oversize_threshold:0, with
+   * the default 8 MiB: arena 0 alone would purge every freed extent that
+   * coalesces to 8 MiB at once, instead of keeping it for reuse. */
+  size_t never = SIZE_MAX;
+  if (tmje_mallctl("arena.0.oversize_threshold", NULL, NULL, &never, sizeof never) != 0)
+    tm_warn("cannot set arena 0's oversize_threshold; it purges freed extents of 8 MiB at once");
   for (unsigned t = 0; t < ntiers; t++) {
     arena_pinned[t] = (arena_hooks_t){ .h = arena_ops, .tier = t, .pinned = true };
     extent_hooks_t *hooks = &arena_pinned[t].h;
@@ -175,23 +203,19 @@ int tm_arenas_init(unsigned ntiers)
 
 void tm_arena_thread_bind(void)
 {
-  static __thread bool bound __attribute__((tls_model("initial-exec")));
-  if (arena_nauto < 2 || bound) return;
-  bound = true;
-  unsigned n = atomic_fetch_add_explicit(&arena_next_bind, 1, memory_order_relaxed);
-  unsigned ind = 1 + n % (arena_nauto - 1);
-  if (ind < ARENA_MAX_HOOKED) {
-    /* Hooks before the first binding: a thread bound to an arena that does
-     * not exist yet would make jemalloc create it with its default hooks. */
-    pthread_mutex_lock(&arena_hook_lock);
-    if (!arena_hooked[ind] && arena_hook(ind) == 0) arena_hooked[ind] = true;
-    bool ok = arena_hooked[ind];
-    pthread_mutex_unlock(&arena_hook_lock);
-    if (!ok) return;
-  } else if (arena_hook(ind) != 0) {
-    return;
-  }
-  tmje_mallctl("thread.arena", NULL, NULL, &ind, sizeof(ind));
+  static __thread bool seen __attribute__((tls_model("initial-exec")));
+  if (seen || !arena_ready) return;
+  seen = true;
+  unsigned n = atomic_fetch_add_explicit(&arena_threads_seen, 1, memory_order_relaxed) + 1;
+  unsigned want = n + 1 < arena_nauto ? n + 1 : arena_nauto;
+  if (atomic_load_explicit(&arena_nhooked, memory_order_acquire) >= want) return;
+  pthread_mutex_lock(&arena_hook_lock);
+  unsigned h = atomic_load_explicit(&arena_nhooked, memory_order_relaxed);
+  /* A failure warns once per arena tried; jemalloc would then create that
+   * arena itself, and its extents would be unplaced. */
+  while (h < want && arena_hook(h) == 0) h++;
+  atomic_store_explicit(&arena_nhooked, h, memory_order_release);
+  pthread_mutex_unlock(&arena_hook_lock);
 }
 
 void tm_arena_postfork_child(void)

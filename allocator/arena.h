@@ -2,10 +2,14 @@
  * arena: jemalloc arenas whose extents come from the tier ranges.
  *
  * - Every automatic arena (the ones malloc uses) gets the placement hooks:
- *   a new extent goes where policy puts it (top tier first). Each thread is
- *   bound to one of them once (tm_arena_thread_bind), which installs the
- *   hooks on an arena before its first use; jemalloc's tcache fast path is
- *   untouched.
+ *   a new extent goes where policy puts it (top tier first). jemalloc binds
+ *   each thread to the least loaded automatic arena itself; tiermalloc only
+ *   hooks arenas ahead of that choice (tm_arena_thread_bind), so jemalloc
+ *   never creates one with its default hooks. Moving a thread to another
+ *   arena (thread.arena) is avoided on purpose: jemalloc then purges every
+ *   dirty page of the arena the thread left when no thread is left on it,
+ *   which made a thread-churning program refault its memory at every
+ *   thread start (3x slower). jemalloc's tcache fast path is untouched.
  * - Each tier also has one pinned arena for tier_malloc, whose extents come
  *   only from that tier's range. tier_malloc routes through a per-thread
  *   explicit tcache per tier (a default tcache would hand back objects cached
@@ -22,9 +26,17 @@
 
 struct tm_thread_s;
 
-/* Installs the hooks on every automatic arena and creates one pinned arena
- * per tier. Needs active ranges. Returns 0 or a positive errno. */
+/* Installs the hooks on arena 0 and creates one pinned arena per tier.
+ * Needs active ranges. Returns 0 or a positive errno. */
 int tm_arenas_init(unsigned ntiers);
+
+/* jemalloc's own start-up allocated from arena 0 before the hooks existed
+ * (the first thread's tcache), growing it by one extent mapped outside the
+ * ranges; the rest of that extent would serve the first thread's blocks,
+ * unplaced. This allocates that rest once and never frees it: it costs
+ * address space only (the pages are never touched), and every block malloc
+ * returns is then placed. Once, at start-up, after tm_arenas_init. */
+void tm_arena_drain_unplaced(void);
 
 /* MALLOCX flags for tier `tier`'s pinned arena (tier < ntiers). */
 int tm_arena_pinned_flags(unsigned tier);
@@ -36,10 +48,11 @@ int tm_arena_tcache_flags(struct tm_thread_s *t, unsigned tier);
 /* Destroys the thread's explicit tcaches; called at thread exit. */
 void tm_arena_thread_exit(struct tm_thread_s *t);
 
-/* Binds the calling thread, once (later calls do nothing), to one of the
- * automatic arenas other than arena 0, round robin. Arena 0 served jemalloc's own start-up with mmap'd extents
- * before the hooks were installed, so its early slabs lie outside every
- * range; threads never allocate from it. */
+/* Called once per thread (later calls do nothing), before the thread's
+ * first jemalloc call, which is when jemalloc picks its arena: hooks enough
+ * automatic arenas that jemalloc's pick is always a hooked one. jemalloc
+ * creates arena k+1 only when arenas 0..k all have threads, so one hooked
+ * arena more than the threads seen so far suffices (4 per CPU at most). */
 void tm_arena_thread_bind(void);
 
 /* Fork child: the hook-installation lock may have been held by a gone thread. */

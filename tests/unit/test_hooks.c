@@ -72,6 +72,7 @@ static void hk_setup(const char *toptier_max)
   cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, HK_HUGE_MIN, &hk_os), 0);
   tm_policy_init(&topo);
   cr_assert_eq(tm_arenas_init(2), 0);
+  tm_arena_drain_unplaced();   /* as at start-up: arena 0's pre-hook rest is out of use */
 }
 
 Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
@@ -85,42 +86,90 @@ Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
 }
 
 typedef struct hk_bound_s {
-  unsigned arena;   /* thread.arena after binding */
-  unsigned range;   /* range index of a 100000-byte allocation */
+  pthread_barrier_t *all_bound;   /* NULL: do not wait for the others */
+  unsigned arena;                 /* thread.arena after binding */
+  unsigned range;                 /* range index of a 100000-byte allocation */
+  int purges;                     /* purges during the thread's start */
 } hk_bound_t;
 
 static void *hk_bind_and_alloc(void *arg)
 {
   hk_bound_t *b = arg;
+  int purges = hk.purge;
   tm_arena_thread_bind();
-  tm_arena_thread_bind();   /* once per thread: the second call keeps the first arena */
+  tm_arena_thread_bind();   /* once per thread */
+  void *p = tmje_mallocx(100000, MALLOCX_TCACHE_NONE);
+  b->purges = hk.purge - purges;
   size_t sz = sizeof b->arena;
   tmje_mallctl("thread.arena", &b->arena, &sz, NULL, 0);
-  void *p = tmje_mallocx(100000, MALLOCX_TCACHE_NONE);
   b->range = p ? tm_range_index(p) : TM_RANGE_OTHER;
+  /* Held until every thread has its arena: jemalloc spreads live threads. */
+  if (b->all_bound) pthread_barrier_wait(b->all_bound);
   if (p) tmje_dallocx(p, MALLOCX_TCACHE_NONE);
   return NULL;
+}
+
+static extent_hooks_t *hk_hooks_of(unsigned arena)
+{
+  char name[64];
+  snprintf(name, sizeof name, "arena.%u.extent_hooks", arena);
+  extent_hooks_t *h = NULL;
+  size_t sz = sizeof h;
+  cr_assert_eq(tmje_mallctl(name, &h, &sz, NULL, 0), 0, "%s", name);
+  return h;
 }
 
 Test(hooks, automatic_arenas_place_on_the_top_tier)
 {
   hk_setup("100%");
+  unsigned nauto = 0;
+  size_t sz = sizeof nauto;
+  cr_assert_eq(tmje_mallctl("opt.narenas", &nauto, &sz, NULL, 0), 0);
   /* Arena creation carved the arenas' metadata; count only what follows. */
   size_t tier1_before = hk.commit_bytes[1];
-  /* Arena 0 is skipped: jemalloc's start-up gave it extents before the
-   * hooks existed, and tiermalloc never binds a thread to it. */
-  for (unsigned a = 1; a < 4; a++) {
-    /* One thread after another: arenas 1, 2, 3 in turn, each hooked first. */
-    hk_bound_t b = { 0, 0 };
-    pthread_t th;
-    cr_assert_eq(pthread_create(&th, NULL, hk_bind_and_alloc, &b), 0);
-    pthread_join(th, NULL);
-    cr_expect_eq(b.arena, a);
-    cr_expect_eq(b.range, 0u, "arena %u", a);
+  enum { N = 4 };
+  pthread_barrier_t all_bound;
+  pthread_barrier_init(&all_bound, NULL, N);
+  hk_bound_t b[N];
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    b[i] = (hk_bound_t){ .all_bound = &all_bound };
+    cr_assert_eq(pthread_create(&th[i], NULL, hk_bind_and_alloc, &b[i]), 0);
+  }
+  for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < N; i++) {
+    /* jemalloc's own choice, always an automatic arena tiermalloc hooked first. */
+    cr_expect_lt(b[i].arena, nauto, "thread %d", i);
+    cr_expect_eq(hk_hooks_of(b[i].arena), tm_arena_hooks(0, false), "thread %d: arena %u", i, b[i].arena);
+    cr_expect_eq(b[i].range, 0u, "thread %d: arena %u", i, b[i].arena);
   }
   cr_expect_gt(hk.commit_bytes[0], 0);
   cr_expect_eq(hk.commit_bytes[1], tier1_before, "nothing placed on tier 1");
   cr_expect_eq(tm_range_mapped(0), hk.commit_bytes[0], "mapped counts exactly what was committed");
+}
+
+/* jemalloc purges every dirty page of an arena that a thread.arena move
+ * leaves without threads; a thread start must not move threads, so the
+ * dirty pages stay for reuse. */
+Test(hooks, thread_start_purges_no_arena)
+{
+  hk_setup("100%");
+  tm_arena_thread_bind();
+  /* Dirty extents in arena 0, the arena jemalloc picks first, and in this
+   * thread's own arena. */
+  int flags[] = { MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE, MALLOCX_TCACHE_NONE };
+  for (int f = 0; f < 2; f++) {
+    void *p = tmje_mallocx(100000, flags[f]);
+    cr_assert_not_null(p);
+    tmje_dallocx(p, flags[f]);
+  }
+  for (int i = 0; i < 4; i++) {
+    hk_bound_t b = { 0 };
+    pthread_t th;
+    cr_assert_eq(pthread_create(&th, NULL, hk_bind_and_alloc, &b), 0);
+    pthread_join(th, NULL);
+    cr_expect_eq(b.purges, 0, "thread %d purged %d times while it started", i, b.purges);
+  }
 }
 
 Test(hooks, pinned_arena_places_on_its_tier_only)
@@ -209,4 +258,21 @@ Test(hooks, huge_pages_only_for_carves_from_the_threshold)
   cr_expect_geq(hk.huge_min_seen, HK_HUGE_MIN, "a carve of %zu bytes asked for huge pages", hk.huge_min_seen);
   tmje_dallocx(big, flags);
   tmje_dallocx(small, flags);
+}
+
+/* jemalloc made arena 0 before it applied oversize_threshold:0; without the
+ * fix-up, arena 0 purged each freed extent of 8 MiB or more at once. */
+Test(hooks, arena_0_keeps_a_freed_large_extent_for_reuse)
+{
+  hk_setup("100%");
+  int flags = MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE;
+  void *p = tmje_mallocx(16 << 20, flags);
+  cr_assert_not_null(p);
+  int purges = hk.purge, commits = hk.commit;
+  tmje_dallocx(p, flags);
+  cr_expect_eq(hk.purge, purges, "freeing 16 MiB in arena 0 purged it");
+  void *q = tmje_mallocx(16 << 20, flags);
+  cr_assert_not_null(q);
+  cr_expect_eq(hk.commit, commits, "the freed extent is reused, no new carve");
+  tmje_dallocx(q, flags);
 }
