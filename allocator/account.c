@@ -15,6 +15,22 @@ __thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec"))) = {
   .free_run = TM_NO_RUN,
 };
 
+/* Opens t's runs on tiers a and f (TM_NO_RUN: none). A run on a tier the
+ * ranges do not have (they are inactive) has an empty span. */
+static void account_open_alloc(tm_thread_t *t, unsigned a)
+{
+  t->alloc_run = a;
+  t->alloc_lo = a < tm_ranges.n ? tm_range_lo(a) : 0;
+  t->alloc_len = a < tm_ranges.n ? tm_range_span() : 0;
+}
+
+static void account_open_free(tm_thread_t *t, unsigned f)
+{
+  t->free_run = f;
+  t->free_lo = f < tm_ranges.n ? tm_range_lo(f) : 0;
+  t->free_len = f < tm_ranges.n ? tm_range_span() : 0;
+}
+
 static pthread_mutex_t account_lock = PTHREAD_MUTEX_INITIALIZER;
 static tm_thread_t *account_threads;          /* registry of READY threads */
 static uint64_t account_dead_alloc[TM_NCOUNT]; /* folded from exited threads */
@@ -40,7 +56,8 @@ static void account_close_runs(tm_thread_t *t)
 static void account_unlink_locked(tm_thread_t *t)
 {
   account_close_runs(t);
-  t->alloc_run = t->free_run = TM_NO_RUN;
+  account_open_alloc(t, TM_NO_RUN);
+  account_open_free(t, TM_NO_RUN);
   for (int i = 0; i < TM_NCOUNT; i++) {
     account_dead_alloc[i] += __atomic_load_n(&t->alloc[i], __ATOMIC_RELAXED);
     account_dead_freed[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
@@ -64,11 +81,11 @@ static void account_thread_exit(void *arg)
   pthread_mutex_unlock(&account_lock);
 }
 
-void tm_account_switch_alloc(tm_thread_t *t, const void *p)
+void *tm_account_switch_alloc(tm_thread_t *t, void *p)
 {
-  if (p == NULL) return;
+  if (p == NULL) return NULL;
   unsigned i = tm_range_index(p);
-  uint64_t usable = tmje_malloc_usable_size((void *)p);
+  uint64_t usable = tmje_malloc_usable_size(p);
   /* The open run ended just before p; memory outside the ranges never opens
    * a run (it is rare), it is counted at once. */
   uint64_t start = *t->allocp - usable;
@@ -78,8 +95,9 @@ void tm_account_switch_alloc(tm_thread_t *t, const void *p)
     t->alloc_seen = start + usable;
   } else {
     t->alloc_seen = start;
-    t->alloc_run = i;
+    account_open_alloc(t, i);
   }
+  return p;
 }
 
 void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
@@ -94,7 +112,7 @@ void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
     tm_count_add(&t->freed[i], usable);
     t->freed_seen = now + usable;
   } else {
-    t->free_run = i;
+    account_open_free(t, i);
   }
 }
 
@@ -102,7 +120,8 @@ tm_thread_t *tm_thread_prepare(void)
 {
   tm_thread_t *t = &tm_tls;
   if (t->state != TM_THREAD_NEW) return t->state == TM_THREAD_READY ? t : NULL;
-  t->alloc_run = t->free_run = TM_NO_RUN;
+  account_open_alloc(t, TM_NO_RUN);
+  account_open_free(t, TM_NO_RUN);
   t->state = TM_THREAD_BUSY;
   if (tm_start() != 0) {
     /* Start-up is running on another path of this thread (a nested call). */
@@ -118,7 +137,8 @@ tm_thread_t *tm_thread_prepare(void)
   }
   t->alloc_seen = *t->allocp;
   t->freed_seen = *t->deallocp;
-  t->alloc_run = t->free_run = 0;
+  account_open_alloc(t, 0);
+  account_open_free(t, 0);
   pthread_mutex_lock(&account_lock);
   bool second = account_threads != NULL;
   t->next = account_threads;

@@ -7,9 +7,10 @@
  * allocations stay on tier `alloc_run`, nothing is written at all, and the
  * run's bytes are jemalloc's counter minus `alloc_seen`. Only when a pointer
  * lands on another tier is the run closed (tm_account_switch_*, off line).
- * The fast path is one compare of the pointer's tier against a TLS byte: no
- * lock, no syscall, no atomic read-modify-write, no size lookup, and exact
- * usable sizes. Readers add each live thread's open run.
+ * The fast path is one subtract and compare of the pointer against the open
+ * run's address span, kept in TLS: no lock, no syscall, no atomic
+ * read-modify-write, no size lookup, and exact usable sizes. Readers add each
+ * live thread's open run.
  *
 Live threads are linked in a registry (mutex, slow path only); an exiting
  * thread folds its counters into the totals of dead threads. Calls made while
@@ -36,7 +37,12 @@ typedef enum tm_thread_state_e {
 #define TM_NO_RUN 0xffu   /* run of a thread that is not READY: every call is slow */
 
 typedef struct tm_thread_s {
-  unsigned alloc_run;          /* tier of the open allocation run, or TM_NO_RUN */
+  /* The fast paths' view of the open runs: p is on the run's tier iff
+   * (uintptr_t)p - lo < len. len 0: no run (every call is slow). Set only
+   * with the run (tm_account_open_*). */
+  uintptr_t alloc_lo, alloc_len;
+  uintptr_t free_lo, free_len;
+  unsigned alloc_run;          /* tier of the open allocation run, or TM_NO_RUN (never OTHER) */
   unsigned free_run;           /* tier of the open free run, or TM_NO_RUN (never OTHER) */
   int state;
   const uint64_t *allocp;      /* jemalloc's thread.allocatedp */
@@ -59,16 +65,29 @@ static inline void tm_count_add(uint64_t *c, uint64_t delta)
 }
 
 /* A READY thread just allocated p (NULL: nothing was allocated) on a tier
- * other than its open run: closes the run and opens one on p's tier. */
-void tm_account_switch_alloc(tm_thread_t *t, const void *p);
+ * other than its open run: closes the run and opens one on p's tier.
+ * Returns p, so the allocation paths can tail-call it. */
+void *tm_account_switch_alloc(tm_thread_t *t, void *p);
 
 /* A READY thread is about to free p, on range index i != its free run. */
 void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i);
 
-/* After an allocation by a READY thread. */
-static inline void tm_count_alloc(tm_thread_t *t, const void *p)
+/* p is outside the thread's open allocation (free) run, or there is none. */
+static inline int tm_off_alloc_run(const tm_thread_t *t, const void *p)
 {
-  if (__builtin_expect(tm_range_index(p) != t->alloc_run, 0)) tm_account_switch_alloc(t, p);
+  return (uintptr_t)p - t->alloc_lo >= t->alloc_len;
+}
+
+static inline int tm_off_free_run(const tm_thread_t *t, const void *p)
+{
+  return (uintptr_t)p - t->free_lo >= t->free_len;
+}
+
+/* After an allocation by a READY thread; returns p. */
+static inline void *tm_count_alloc(tm_thread_t *t, void *p)
+{
+  if (__builtin_expect(tm_off_alloc_run(t, p), 0)) return tm_account_switch_alloc(t, p);
+  return p;
 }
 
 /* The calling thread, ready to count; NULL when it cannot count now. Starts

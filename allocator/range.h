@@ -39,6 +39,18 @@ static inline unsigned tm_range_index(const void *p)
   return i < tm_ranges.n ? (unsigned)i : TM_RANGE_OTHER;
 }
 
+/* The address span that tm_range_index maps to i (< tm_ranges.n): p is in
+ * it iff (uintptr_t)p - tm_range_lo(i) < tm_range_span(). */
+static inline uintptr_t tm_range_lo(unsigned i)
+{
+  return tm_ranges.base + ((uintptr_t)i << tm_ranges.shift);
+}
+
+static inline uintptr_t tm_range_span(void)
+{
+  return (uintptr_t)1 << tm_ranges.shift;
+}
+
 /* Reserves a range of `size` bytes (rounded to 2 MiB) for each tier of topo
  * and binds each to its tier's nodes (skipped for a single tier). When the
  * reservation fails it retries with half the size down to 1 GiB; then it

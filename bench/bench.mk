@@ -4,12 +4,13 @@
 # It does not build the library: run `make` first (bench/run marks
 # tiermalloc missing when $(B)/libtiermalloc.so is absent, and warns when it is
 # older than the sources). BENCH_ROUNDS=N sets the rounds; BENCH_ARGS passes
-# more options to bench/run (see bench/README.md).
+# more options to bench/run (see bench/README.md). `make bench-instructions`
+# runs bench/instructions (callgrind instruction counts per allocator).
 
 BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
 BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
 
-.PHONY: bench bench-progs
+.PHONY: bench bench-progs bench-instructions
 bench-progs: $(BENCH_PROGS)
 
 $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
@@ -18,3 +19,8 @@ $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
 
 bench: $(BENCH_PROGS)
 	bench/run --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_ARGS)
+
+# Instructions executed inside each allocator on the real programs
+# (callgrind; deterministic, one run each, a few minutes). Needs valgrind.
+bench-instructions:
+	bench/instructions --lib $(B)/libtiermalloc.so $(BENCH_INSTRUCTIONS_ARGS)
