@@ -15,20 +15,25 @@ __thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec"))) = {
   .free_run = TM_NO_RUN,
 };
 
-/* Opens t's runs on tiers a and f (TM_NO_RUN: none). A run on a tier the
- * ranges do not have (they are inactive) has an empty span. */
-static void account_open_alloc(tm_thread_t *t, unsigned a)
+/* The span of a run on tier `run` (TM_NO_RUN: none). A tier the ranges do
+ * not have (they are inactive) has an empty span. */
+static void account_span(unsigned run, uintptr_t *lo, uintptr_t *len)
 {
-  t->alloc_run = a;
-  t->alloc_lo = a < tm_ranges.n ? tm_range_lo(a) : 0;
-  t->alloc_len = a < tm_ranges.n ? tm_range_span() : 0;
+  *lo = run < tm_ranges.n ? tm_range_lo(run) : 0;
+  *len = run < tm_ranges.n ? tm_range_span() : 0;
 }
 
-static void account_open_free(tm_thread_t *t, unsigned f)
+/* Open t's allocation (free) run on tier `run`, with its span. */
+static void account_open_alloc(tm_thread_t *t, unsigned run)
 {
-  t->free_run = f;
-  t->free_lo = f < tm_ranges.n ? tm_range_lo(f) : 0;
-  t->free_len = f < tm_ranges.n ? tm_range_span() : 0;
+  t->alloc_run = run;
+  account_span(run, &t->alloc_lo, &t->alloc_len);
+}
+
+static void account_open_free(tm_thread_t *t, unsigned run)
+{
+  t->free_run = run;
+  account_span(run, &t->free_lo, &t->free_len);
 }
 
 static pthread_mutex_t account_lock = PTHREAD_MUTEX_INITIALIZER;

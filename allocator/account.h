@@ -39,7 +39,7 @@ typedef enum tm_thread_state_e {
 typedef struct tm_thread_s {
   /* The fast paths' view of the open runs: p is on the run's tier iff
    * (uintptr_t)p - lo < len. len 0: no run (every call is slow). Set only
-   * with the run (tm_account_open_*). */
+   * together with the run index (account_open_* in account.c). */
   uintptr_t alloc_lo, alloc_len;
   uintptr_t free_lo, free_len;
   unsigned alloc_run;          /* tier of the open allocation run, or TM_NO_RUN (never OTHER) */

@@ -39,9 +39,9 @@ static __attribute__((noinline, cold)) void *shim_late_alloc(void *p)
   return p;
 }
 
-/* Calls expr (an allocation into jemalloc), counting its usable size. The
- * fast path holds nothing across the call, so it needs no saved registers;
- * a thread that is not ready goes through tm_thread() once, off line. */
+/* Calls expr (an allocation into jemalloc) and counts it: a pointer off the
+ * open run's span switches the run (a tail call, off line); a thread that is
+ * not ready goes through tm_thread() once, off line. */
 #define SHIM_ALLOC(expr)                                                   \
   do {                                                                     \
     if (tm_unlikely(tm_tls.alloc_len == 0) && tm_thread() == NULL)       \
