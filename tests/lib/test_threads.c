@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "tiermalloc.h"
+
 /* A block carries its size and a stamp so the freeing thread can check it. */
 typedef struct {
   size_t size;
@@ -319,12 +321,18 @@ enum { THREADS_MANY = 128, THREADS_HELD = 16 };
 static pthread_barrier_t threads_barrier;
 static void *threads_held[THREADS_MANY][THREADS_HELD];
 static atomic_long threads_many_bad;
+static atomic_long threads_many_unplaced;
 
 static void *threads_many_body(void *arg)
 {
   size_t me = (size_t)(uintptr_t)arg;
   uint64_t s = me + 1;
-  for (int k = 0; k < THREADS_HELD; k++) threads_held[me][k] = threads_make(threads_size(&s), (uint64_t)me);
+  for (int k = 0; k < THREADS_HELD; k++) {
+    threads_held[me][k] = threads_make(threads_size(&s), (uint64_t)me);
+    /* Whichever arena jemalloc picked for this thread has the hooks. */
+    if (threads_held[me][k] && tier_of(threads_held[me][k]) == TIER_NONE)
+      atomic_fetch_add(&threads_many_unplaced, 1);
+  }
   pthread_barrier_wait(&threads_barrier);
   size_t other = (me + 1) % THREADS_MANY;
   for (int k = 0; k < THREADS_HELD; k++) {
@@ -338,6 +346,7 @@ static void *threads_many_body(void *arg)
 Test(threads, many_threads_at_once_free_each_others_blocks, .timeout = 60)
 {
   atomic_store(&threads_many_bad, 0);
+  atomic_store(&threads_many_unplaced, 0);
   cr_assert_eq(pthread_barrier_init(&threads_barrier, NULL, THREADS_MANY), 0);
   pthread_t t[THREADS_MANY];
   pthread_attr_t attr;
@@ -349,4 +358,6 @@ Test(threads, many_threads_at_once_free_each_others_blocks, .timeout = 60)
   pthread_attr_destroy(&attr);
   pthread_barrier_destroy(&threads_barrier);
   cr_expect_eq(atomic_load(&threads_many_bad), 0, "%ld blocks missing or corrupted", atomic_load(&threads_many_bad));
+  cr_expect_eq(atomic_load(&threads_many_unplaced), 0, "%ld of %d blocks on no tier",
+               atomic_load(&threads_many_unplaced), THREADS_MANY * THREADS_HELD);
 }
