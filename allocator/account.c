@@ -218,6 +218,7 @@ static void account_postfork_child(void)
   pthread_mutex_init(&account_lock, NULL);
   tm_jemap_postfork_child();
   tm_arena_postfork_child();
+  tm_start_postfork_child();
 }
 
 int tm_account_init(void)

@@ -82,7 +82,12 @@ static void start_background(void)
  * slower; a program that only ever had one thread does not need it. */
 void tm_start_second_thread(void)
 {
-  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == START_BG_AUTO) start_background();
+  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num != START_BG_OFF) start_background();
+}
+
+void tm_start_postfork_child(void)
+{
+  atomic_store_explicit(&start_bg_done, false, memory_order_relaxed);
 }
 
 enum { START_THP_AUTO, START_THP_ALWAYS, START_THP_NEVER };   /* TIERMALLOC_THP */

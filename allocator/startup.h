@@ -17,8 +17,13 @@
 int tm_start(void);
 
 /* Called when a second thread starts counting: with
- * TIERMALLOC_BACKGROUND_THREAD=auto, starts jemalloc's background thread. */
+ * TIERMALLOC_BACKGROUND_THREAD=auto (or on, in a fork child), starts
+ * jemalloc's background thread. */
 void tm_start_second_thread(void);
+
+/* Fork child: jemalloc's background thread did not survive the fork (jemalloc
+ * marks it disabled in the child); the child's next thread starts it again. */
+void tm_start_postfork_child(void);
 
 /* True once start-up finished. */
 bool tm_started(void);

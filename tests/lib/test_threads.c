@@ -12,6 +12,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tiermalloc.h"
 
@@ -360,4 +363,62 @@ Test(threads, many_threads_at_once_free_each_others_blocks, .timeout = 60)
   cr_expect_eq(atomic_load(&threads_many_bad), 0, "%ld blocks missing or corrupted", atomic_load(&threads_many_bad));
   cr_expect_eq(atomic_load(&threads_many_unplaced), 0, "%ld of %d blocks on no tier",
                atomic_load(&threads_many_unplaced), THREADS_MANY * THREADS_HELD);
+}
+
+/* Thread churn reuses the memory exited threads left: a new thread neither
+ * finds it purged nor purges it, so its pages fault in once, not at every
+ * thread. Checked in this process and in a fork child, where jemalloc's
+ * background thread (which keeps exiting threads from purging their arena)
+ * did not survive the fork and must be started again. */
+static void *threads_touch_body(void *arg)
+{
+  enum { BLOCKS = 64 };
+  void *p[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) {
+    p[i] = malloc(4096);
+    if (p[i]) memset(p[i], i + 1, 4096);
+  }
+  for (int i = 0; i < BLOCKS; i++) free(p[i]);
+  return arg;
+}
+
+/* Minor page faults per thread over n threads run one after another, each
+ * touching 64 pages of fresh heap blocks. */
+static long threads_churn_faults(int n)
+{
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  for (int i = 0; i < n; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, threads_touch_body, NULL) != 0) return -1;
+    pthread_join(t, NULL);
+  }
+  getrusage(RUSAGE_SELF, &r1);
+  return (r1.ru_minflt - r0.ru_minflt) / n;
+}
+
+Test(threads, thread_churn_reuses_memory_also_in_a_fork_child, .timeout = 60)
+{
+  enum { N = 100, MAX_PER_THREAD = 16 };   /* a quarter of the 64 pages each touches */
+  threads_churn_faults(10);                 /* warm: the heap and the stack cache */
+  long here = threads_churn_faults(N);
+  int fd[2];
+  cr_assert_eq(pipe(fd), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    threads_churn_faults(10);
+    long child = threads_churn_faults(N);
+    ssize_t w = write(fd[1], &child, sizeof child);
+    _exit(w == (ssize_t)sizeof child ? 0 : 1);
+  }
+  long child = -1;
+  ssize_t r = read(fd[0], &child, sizeof child);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(fd[0]);
+  close(fd[1]);
+  cr_assert(r == (ssize_t)sizeof child && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed");
+  cr_expect(here >= 0 && here <= MAX_PER_THREAD, "%ld page faults per thread in this process", here);
+  cr_expect(child >= 0 && child <= MAX_PER_THREAD, "%ld page faults per thread in a fork child", child);
 }
