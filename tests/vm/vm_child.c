@@ -13,34 +13,12 @@
  *   thp:    a heap of VMTEST_THP_MIB MiB of 1 KiB mallocs, touched; the
  *           bytes of huge pages in tiermalloc's mappings (smaps).
  */
-#include <numaif.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "vmtest.h"
-
-/* Pages of [p, p+len) on each node; returns pages not present. */
-static size_t child_pages(const void *p, size_t len, size_t counts[VM_MAX_NODES])
-{
-  long psz = sysconf(_SC_PAGESIZE);
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(psz - 1), end = (uintptr_t)p + len;
-  size_t bad = 0;
-  enum { BATCH = 512 };
-  void *pages[BATCH];
-  int status[BATCH];
-  while (a < end) {
-    unsigned long n = 0;
-    for (; n < BATCH && a < end; n++, a += (uintptr_t)psz) pages[n] = (void *)a;
-    if (move_pages(0, n, pages, NULL, status, 0) < 0) return (size_t)-1;
-    for (unsigned long i = 0; i < n; i++) {
-      if (status[i] >= 0 && status[i] < VM_MAX_NODES) counts[status[i]]++;
-      else bad++;
-    }
-  }
-  return bad;
-}
 
 static void child_tiers(void)
 {
@@ -53,7 +31,7 @@ static void child_tiers(void)
     char *p = tier_malloc(len, t);
     if (!p) { printf("tier=%d error=tier_malloc\n", t); continue; }
     vm_touch(p, len);
-    size_t bad = child_pages(p, len, counts);
+    size_t bad = vm_pages_by_node(p, len, counts);
     printf("tier=%d nodes=0x%llx of=%d absent=%zu span=%zu", t, (unsigned long long)s.tier[t].nodes[0],
            tier_of(p), bad, vm_span_pages(p, len));
     for (int i = 0; i < VM_MAX_NODES; i++)
@@ -79,7 +57,7 @@ static void child_budget(void)
     if (t < 0 || t >= TIER_MAX_TIERS) { none++; continue; }
     chunks[t]++;
     span[t] += vm_span_pages(keep[i], len);
-    child_pages(keep[i], len, counts[t]);
+    vm_pages_by_node(keep[i], len, counts[t]);
   }
   tier_stats_t s;
   if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }

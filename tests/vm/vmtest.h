@@ -43,7 +43,8 @@ void vm_touch(void *p, size_t len);
 size_t vm_span_pages(const void *p, size_t len);
 
 /* move_pages(nodes=NULL) over [p, p+len): counts[n] += pages on node n;
- * returns the number of pages that were not present or failed. */
+ * returns the number of pages that were not present or failed, (size_t)-1
+ * when move_pages itself fails. No Criterion calls (child modes use it). */
 size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES]);
 
 /* Bytes per node of /proc/<pid>/numa_maps (pid 0: self). With tiered_only,
