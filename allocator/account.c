@@ -121,6 +121,12 @@ void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
   }
 }
 
+void tm_account_freed_other(tm_thread_t *t, size_t usable)
+{
+  tm_count_add(&t->freed[TM_RANGE_OTHER], usable);
+  t->freed_seen += usable;
+}
+
 tm_thread_t *tm_thread_prepare(void)
 {
   tm_thread_t *t = &tm_tls;

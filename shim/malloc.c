@@ -129,6 +129,18 @@ TM_EXPORT void *realloc(void *p, size_t size)
     }
     return q;
   }
+  if (tm_unlikely(i == TM_RANGE_OTHER)) {
+    /* Outside the ranges a free is counted at once (it opens no run), so
+     * only once the resize has taken the old block. */
+    size_t old = tmje_malloc_usable_size(p);
+    void *q = tmje_realloc(p, size);
+    if (q == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+    tm_account_freed_other(t, old);
+    return tm_count_alloc(t, q);
+  }
   if (i != t->free_run) tm_account_switch_free(t, p, i);
   void *q = tmje_realloc(p, size);
   tm_count_alloc(t, q);

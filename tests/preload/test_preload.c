@@ -575,10 +575,16 @@ Test(preload, full_ranges_fall_back_to_unplaced_memory, .timeout = 60)
    * the first ones placed, the rest outside the ranges, freed without harm,
    * and one warning line. */
   spawn_result_t r = preload_run_prog("exhaust", "TIERMALLOC_RESERVE=1G");
-  int placed = -1, unplaced = -1;
-  cr_assert_eq(sscanf(r.out, "placed=%d unplaced=%d", &placed, &unplaced), 2, "%s", r.out);
+  int placed = -1, unplaced = -1, failed = -1;
+  unsigned long long before = 0, after = 1;
+  cr_assert_eq(sscanf(r.out, "placed=%d unplaced=%d realloc_failed=%d unplaced_before=%llu unplaced_after=%llu",
+                      &placed, &unplaced, &failed, &before, &after), 5, "%s", r.out);
   cr_expect_gt(placed, 0);
   cr_expect_gt(unplaced, 0);
+  /* A realloc of an unplaced block that fails leaves the block counted. */
+  cr_expect_eq(failed, 1, "%s", r.out);
+  cr_expect_geq(before, (unsigned long long)unplaced * (64 << 20), "%s", r.out);
+  cr_expect_eq(after, before, "%s", r.out);
   cr_expect_str_eq(r.errout, "tiermalloc: the tier ranges are full (TIERMALLOC_RESERVE); new memory is not placed on a tier\n");
   spawn_free(&r);
 }
