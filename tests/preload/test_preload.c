@@ -154,16 +154,23 @@ static void preload_compare(const preload_case_t *c, const char *preload_env)
   spawn_free(&pre);
 }
 
+/* preload_compare on helper program build/tests/progs/name, run with no
+ * arguments and the extra environment env (NULL: none). */
+static void preload_compare_prog(const char *name, const char *what, char *const *env)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char prog[PATH_MAX];
+  preload_prog(name, prog, sizeof prog);
+  char *argv[] = { prog, NULL };
+  preload_case_t c = { what, argv, env, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
 /* ---- (a) C++: every operator new/delete, containers, exceptions -------- */
 
 Test(preload, cxx_new_delete_and_containers, .timeout = 90)
 {
-  PRELOAD_REQUIRE_LIB(ld);
-  char prog[PATH_MAX];
-  preload_prog("cxx_new", prog, sizeof prog);
-  char *argv[] = { prog, NULL };
-  preload_case_t c = { "cxx_new", argv, NULL, NULL, 0 };
-  preload_compare(&c, ld);
+  preload_compare_prog("cxx_new", "cxx_new", NULL);
 }
 
 /* ---- (b) CPython --------------------------------------------------------- */
@@ -245,12 +252,7 @@ Test(preload, python_inline_threads_and_gc, .timeout = 90)
 
 Test(preload, threads_with_fork, .timeout = 90)
 {
-  PRELOAD_REQUIRE_LIB(ld);
-  char prog[PATH_MAX];
-  preload_prog("thread_fork", prog, sizeof prog);
-  char *argv[] = { prog, NULL };
-  preload_case_t c = { "thread_fork", argv, NULL, NULL, 0 };
-  preload_compare(&c, ld);
+  preload_compare_prog("thread_fork", "thread_fork", NULL);
 }
 
 /* Option settings that move the allocator off its usual paths: pages
@@ -268,12 +270,7 @@ static char *const preload_option_sets[][2] = {
 
 static void preload_thread_fork_with(size_t set)
 {
-  PRELOAD_REQUIRE_LIB(ld);
-  char prog[PATH_MAX];
-  preload_prog("thread_fork", prog, sizeof prog);
-  char *argv[] = { prog, NULL };
-  preload_case_t c = { preload_option_sets[set][0], argv, preload_option_sets[set], NULL, 0 };
-  preload_compare(&c, ld);
+  preload_compare_prog("thread_fork", preload_option_sets[set][0], preload_option_sets[set]);
 }
 
 /* This binary's own contract tests, run again in a child with an option
@@ -551,15 +548,13 @@ Test(preload, library_exports_every_entry_point_and_no_jemalloc, .timeout = 60)
 }
 
 /* Runs build/tests/progs/<name> preloaded, with one TIERMALLOC_ setting,
- * and requires exit 0; skips when the library or the program is missing. */
+ * and requires exit 0; skips when the library is missing (preload_prog
+ * fails on a missing program). */
 static spawn_result_t preload_run_prog(const char *name, char *setting)
 {
   PRELOAD_REQUIRE_LIB(ld);
-  char rel[64], fallback[128], prog[PATH_MAX];
-  snprintf(rel, sizeof rel, "progs/%s", name);
-  snprintf(fallback, sizeof fallback, "build/tests/progs/%s", name);
-  if (preload_find(rel, fallback, X_OK, prog, sizeof prog) == NULL)
-    cr_skip_test("%s is not built (make test-lib builds it)", fallback);
+  char prog[PATH_MAX];
+  preload_prog(name, prog, sizeof prog);
   char *argv[] = { prog, NULL };
   char *env[] = { setting, ld, NULL };
   spawn_result_t r = spawn_run(argv, env, NULL, 50);
