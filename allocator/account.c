@@ -105,6 +105,12 @@ void *tm_account_switch_alloc(tm_thread_t *t, void *p)
   return p;
 }
 
+void tm_account_freed_other(tm_thread_t *t, size_t usable)
+{
+  tm_count_add(&t->freed[TM_RANGE_OTHER], usable);
+  t->freed_seen += usable;
+}
+
 void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
 {
   uint64_t now = *t->deallocp;
@@ -112,19 +118,12 @@ void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
   t->freed_seen = now;
   if (i == TM_RANGE_OTHER) {
     /* Never a free run on OTHER: the fast path would then take glibc's
-     * pointers (and NULL) for jemalloc's. */
-    uint64_t usable = tmje_malloc_usable_size((void *)p);
-    tm_count_add(&t->freed[i], usable);
-    t->freed_seen = now + usable;
+     * pointers (and NULL) for jemalloc's. The free about to happen is
+     * counted there now. */
+    tm_account_freed_other(t, tmje_malloc_usable_size((void *)p));
   } else {
     account_open_free(t, i);
   }
-}
-
-void tm_account_freed_other(tm_thread_t *t, size_t usable)
-{
-  tm_count_add(&t->freed[TM_RANGE_OTHER], usable);
-  t->freed_seen += usable;
 }
 
 tm_thread_t *tm_thread_prepare(void)

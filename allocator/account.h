@@ -72,9 +72,9 @@ void *tm_account_switch_alloc(tm_thread_t *t, void *p);
 /* A READY thread is about to free p, on range index i != its free run. */
 void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i);
 
-/* jemalloc just counted `usable` bytes as freed by a READY thread for a
- * block outside every range (a realloc moved or resized it): counts them
- * there, not on the open free run. */
+/* `usable` bytes of a block outside every range, which jemalloc counts (or
+ * just counted) as freed by a READY thread: counts them on OTHER and keeps
+ * them out of the open free run. */
 void tm_account_freed_other(tm_thread_t *t, size_t usable);
 
 /* p is outside the thread's open allocation (free) run, or there is none. */
