@@ -3,6 +3,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <string.h>
+#include <sys/prctl.h>
 
 #include "arena.h"
 #include "je.h"
@@ -38,6 +40,7 @@ static void account_open_free(tm_thread_t *t, unsigned run)
 
 static pthread_mutex_t account_lock = PTHREAD_MUTEX_INITIALIZER;
 static tm_thread_t *account_threads;          /* registry of READY threads */
+static unsigned account_app_threads;          /* of them, not internal */
 static uint64_t account_dead_alloc[TM_NCOUNT]; /* folded from exited threads */
 static uint64_t account_dead_freed[TM_NCOUNT];
 static _Atomic uint64_t account_late_alloc[TM_NCOUNT];
@@ -68,6 +71,7 @@ static void account_unlink_locked(tm_thread_t *t)
     account_dead_freed[i] += __atomic_load_n(&t->freed[i], __ATOMIC_RELAXED);
     t->alloc[i] = t->freed[i] = 0;
   }
+  if (!t->internal) account_app_threads--;
   if (t->prev) t->prev->next = t->next;
   else account_threads = t->next;
   if (t->next) t->next->prev = t->prev;
@@ -83,7 +87,9 @@ static void account_thread_exit(void *arg)
   pthread_mutex_lock(&account_lock);
   account_unlink_locked(t);
   t->state = TM_THREAD_DEAD;
+  bool last = !t->internal && account_app_threads == 0;
   pthread_mutex_unlock(&account_lock);
+  if (last) tm_start_no_thread_left();
 }
 
 void *tm_account_switch_alloc(tm_thread_t *t, void *p)
@@ -126,6 +132,15 @@ void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
   }
 }
 
+/* jemalloc names its background threads first thing. Their first thread
+ * registers here when it starts the others (glibc's pthread_create callocs
+ * the new thread's TLS vector); they are not the program's threads. */
+static bool account_thread_is_jemalloc(void)
+{
+  char name[16] = "";
+  return prctl(PR_GET_NAME, name) == 0 && strcmp(name, "jemalloc_bg_thd") == 0;
+}
+
 tm_thread_t *tm_thread_prepare(void)
 {
   tm_thread_t *t = &tm_tls;
@@ -149,8 +164,9 @@ tm_thread_t *tm_thread_prepare(void)
   t->freed_seen = *t->deallocp;
   account_open_alloc(t, 0);
   account_open_free(t, 0);
+  t->internal = account_thread_is_jemalloc();
   pthread_mutex_lock(&account_lock);
-  bool second = account_threads != NULL;
+  bool second = !t->internal && account_app_threads++ > 0;
   t->next = account_threads;
   if (t->next) t->next->prev = t;
   account_threads = t;

@@ -52,6 +52,7 @@ typedef struct tm_thread_s {
   uint64_t alloc[TM_NCOUNT];   /* usable bytes allocated in closed runs, by range index */
   uint64_t freed[TM_NCOUNT];
   unsigned tcache[TIER_MAX_TIERS];  /* explicit tcache + 1 for tier_malloc; 0: none */
+  int internal;                /* one of jemalloc's background threads */
   struct tm_thread_s *next, *prev;
 } tm_thread_t;
 

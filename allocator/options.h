@@ -31,7 +31,7 @@ typedef enum tm_option_type_e {
   X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,             "address space reserved for each tier (costs no memory)") \
   X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
   X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,             "ms before unused dirty pages are returned to the kernel") \
-  X(BACKGROUND_THREAD, TM_OPT_ENUM,   "auto",  "auto|on|off",    "jemalloc's background thread returns unused pages instead of the threads that free them; auto: started when the process runs a second thread, and again in a fork child (a single-threaded program gets no extra thread)") \
+  X(BACKGROUND_THREAD, TM_OPT_ENUM,   "auto",  "auto|on|off",    "jemalloc's background thread returns unused pages instead of the threads that free them; auto: started when the process runs a second thread, and again in a fork child (a single-threaded program gets no extra thread); stopped when the last thread that allocated ends, so it never keeps a process alive") \
   X(THP,               TM_OPT_ENUM,   "auto",  "auto|always|never", "transparent huge pages (MADV_HUGEPAGE) for the tier ranges; auto: for extents of 4 MiB and more (an arena's growth once it holds about 11 MiB, and large blocks), so a small program keeps its small footprint; never: as the system's THP setting decides") \
   X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json", "print per-tier stats at exit") \
   X(STATS_FILE,        TM_OPT_STRING, "",      NULL,             "append the exit stats to this file instead of stderr") \

@@ -85,6 +85,18 @@ void tm_start_second_thread(void)
   if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num != START_BG_OFF) start_background();
 }
 
+/* glibc ends a process when its last thread ends, and counts jemalloc's
+ * background threads (which block every signal) as threads: a program whose
+ * threads all end by pthread_exit would never end, and a SIGTERM would not
+ * end it either. Disabling joins them. A thread that never allocated may
+ * still run: it loses background purging, nothing else. */
+void tm_start_no_thread_left(void)
+{
+  if (!atomic_exchange_explicit(&start_bg_done, false, memory_order_relaxed)) return;
+  bool off = false;
+  tmje_mallctl("background_thread", NULL, NULL, &off, sizeof off);
+}
+
 void tm_start_postfork_child(void)
 {
   atomic_store_explicit(&start_bg_done, false, memory_order_relaxed);

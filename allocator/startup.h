@@ -21,6 +21,12 @@ int tm_start(void);
  * jemalloc's background thread. */
 void tm_start_second_thread(void);
 
+/* Called when the last thread that used the allocator has exited: stops
+ * jemalloc's background threads, which would otherwise keep alive a process
+ * whose threads all ended by pthread_exit. The next second thread starts
+ * them again. */
+void tm_start_no_thread_left(void);
+
 /* Fork child: jemalloc's background thread did not survive the fork (jemalloc
  * marks it disabled in the child); the child's next thread starts it again. */
 void tm_start_postfork_child(void);

@@ -7,6 +7,11 @@
  * is freed), and the memory a dead thread had cached is reusable.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -421,4 +426,114 @@ Test(threads, thread_churn_reuses_memory_also_in_a_fork_child, .timeout = 60)
   cr_assert(r == (ssize_t)sizeof child && WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed");
   cr_expect(here >= 0 && here <= MAX_PER_THREAD, "%ld page faults per thread in this process", here);
   cr_expect(child >= 0 && child <= MAX_PER_THREAD, "%ld page faults per thread in a fork child", child);
+}
+
+/* ---- the process ends with its last thread ---------------------------- */
+
+/* glibc ends a process when its last thread ends, also by pthread_exit.
+ * A thread the allocator started for itself (jemalloc's background purging,
+ * which blocks every signal) must not count as one: it would keep the
+ * process alive, unkillable but by SIGKILL, and its parent waiting. */
+
+enum { EXIT_WORKERS = 3 };
+static pthread_barrier_t threads_exit_barrier;
+
+/* Threads of this process with the name jemalloc gives its background
+ * threads; -1 when /proc cannot be read. */
+static int threads_background_count(void)
+{
+  DIR *d = opendir("/proc/self/task");
+  if (d == NULL) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], comm[32] = "";
+    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) continue;
+    ssize_t r = read(fd, comm, sizeof comm - 1);
+    close(fd);
+    if (r > 0 && strncmp(comm, "jemalloc_bg_thd", 15) == 0) n++;
+  }
+  closedir(d);
+  return n;
+}
+
+static void *threads_exit_body(void *arg)
+{
+  uint64_t s = (uintptr_t)arg;
+  void *p[64];
+  for (int i = 0; i < 64; i++) p[i] = threads_make(threads_size(&s), s);
+  pthread_barrier_wait(&threads_exit_barrier);
+  usleep(20000);   /* the starting thread leaves first */
+  for (int i = 0; i < 64; i++) free(p[i]);
+  return NULL;
+}
+
+/* In a fork child: workers allocate, the background thread count goes to
+ * fd, and every thread ends by pthread_exit or by returning. */
+static void threads_exit_child(int fd)
+{
+  pthread_barrier_init(&threads_exit_barrier, NULL, EXIT_WORKERS + 1);
+  for (uintptr_t i = 0; i < EXIT_WORKERS; i++) {
+    pthread_t t;
+    if (pthread_create(&t, NULL, threads_exit_body, (void *)(i + 1)) != 0) _exit(2);
+    pthread_detach(t);
+  }
+  pthread_barrier_wait(&threads_exit_barrier);
+  int bg = threads_background_count();
+  if (write(fd, &bg, sizeof bg) != (ssize_t)sizeof bg) _exit(3);
+  pthread_exit(NULL);
+}
+
+static void *threads_fork_body(void *arg)
+{
+  int *fd = arg;
+  pid_t pid = fork();
+  if (pid == 0) threads_exit_child(fd[1]);
+  return (void *)(intptr_t)pid;
+}
+
+static void threads_last_exit_case(bool fork_from_a_thread)
+{
+  int fd[2];
+  cr_assert_eq(pipe(fd), 0);
+  pid_t pid;
+  if (fork_from_a_thread) {
+    pthread_t t;
+    void *ret;
+    cr_assert_eq(pthread_create(&t, NULL, threads_fork_body, fd), 0);
+    pthread_join(t, &ret);
+    pid = (pid_t)(intptr_t)ret;
+  } else {
+    pid = fork();
+    if (pid == 0) threads_exit_child(fd[1]);
+  }
+  cr_assert_gt(pid, 0, "fork failed");
+  int bg = -1;
+  ssize_t r = read(fd[0], &bg, sizeof bg);
+  close(fd[0]);
+  close(fd[1]);
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 2000 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++) usleep(10000);
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  cr_assert(r == (ssize_t)sizeof bg && bg > 0,
+            "the child ran no background thread (%d), so this test shows nothing", bg);
+  cr_assert_neq(done, 0, "the child was still alive 20 s after its last thread ended (%d background threads)", bg);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child ended with status %#x", status);
+}
+
+Test(threads, process_ends_when_its_last_thread_calls_pthread_exit, .timeout = 60)
+{
+  threads_last_exit_case(false);
+}
+
+Test(threads, fork_child_of_a_thread_ends_when_its_last_thread_ends, .timeout = 60)
+{
+  threads_last_exit_case(true);
 }

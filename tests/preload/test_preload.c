@@ -198,6 +198,18 @@ static void preload_python_case(const char *pymalloc)
   preload_compare(&c, ld);
 }
 
+/* python3 -c code, with PYTHONMALLOC=malloc (every object through malloc). */
+static void preload_python_inline(const char *what, const char *code)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char py[PATH_MAX];
+  if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
+  char *argv[] = { py, "-s", "-c", (char *)code, NULL };
+  char *env[] = { "PYTHONMALLOC=malloc", "PYTHONHASHSEED=0", NULL };
+  preload_case_t c = { what, argv, env, NULL, 0 };
+  preload_compare(&c, ld);
+}
+
 Test(preload, python_default_allocator, .timeout = 90)
 {
   /* pymalloc for small objects, malloc for the rest and for the runtime. */
@@ -211,13 +223,10 @@ Test(preload, python_malloc_everywhere, .timeout = 90)
 
 Test(preload, python_inline_threads_and_gc, .timeout = 90)
 {
-  PRELOAD_REQUIRE_LIB(ld);
-  char py[PATH_MAX];
-  if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
   /* Threads that allocate and drop cyclic garbage while gc runs; bytes
    * objects of many sizes; then a fork and a subprocess. The output is
    * counts only. */
-  char *argv[] = { py, "-s", "-c",
+  preload_python_inline("python -c (threads, gc, fork, subprocess)",
     "import gc, threading\n"
     "out = [0] * 4\n"
     "def w(i):\n"
@@ -241,11 +250,33 @@ Test(preload, python_inline_threads_and_gc, .timeout = 90)
     "    os._exit(0 if len([bytes(i) for i in range(3000)]) == 3000 else 1)\n"
     "print('fork child', os.waitpid(pid, 0)[1])\n"
     "r = subprocess.run([sys.executable, '-c', 'print(sorted(str(i) for i in range(5000))[:3])'], capture_output=True)\n"
-    "print('subprocess', r.returncode, r.stdout, r.stderr)\n",
-    NULL };
-  char *env[] = { "PYTHONMALLOC=malloc", "PYTHONHASHSEED=0", NULL };
-  preload_case_t c = { "python -c (threads, gc, fork, subprocess)", argv, env, NULL, 0 };
-  preload_compare(&c, ld);
+    "print('subprocess', r.returncode, r.stdout, r.stderr)\n");
+}
+
+/* CPython's test_threading (ThreadJoinOnShutdown, test 3): a thread forks;
+ * in the child, the forking thread starts a thread and both end with
+ * pthread_exit, never exit(). glibc ends a process when its last thread
+ * ends; a thread the allocator started (jemalloc's background purging, which
+ * blocks every signal) must not keep the child alive and its parent waiting. */
+Test(preload, python_fork_child_ends_when_its_threads_end, .timeout = 90)
+{
+  preload_python_inline("python -c (fork from a thread, child ends by pthread_exit)",
+    "import os, sys, threading\n"
+    "main_thread = threading.current_thread()\n"
+    "def joining(m):\n"
+    "    m.join()\n"
+    "    print('child: thread ends', len([bytes(i) for i in range(2000)]))\n"
+    "    sys.stdout.flush()\n"
+    "def worker():\n"
+    "    pid = os.fork()\n"
+    "    if pid != 0:\n"
+    "        print('parent: child status', os.waitpid(pid, 0)[1])\n"
+    "        sys.exit(0)\n"
+    "    t = threading.Thread(target=joining, args=(main_thread,))\n"
+    "    t.start()\n"
+    "    t.join()\n"
+    "w = threading.Thread(target=worker)\n"
+    "w.start()\n");
 }
 
 /* ---- (c) threads + fork ------------------------------------------------ */
