@@ -2,11 +2,14 @@
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <stdint.h>
+#include <sys/resource.h>
 
 #include "log.h"
 
 #define RANGE_ALIGN ((size_t)2 << 20)
-#define RANGE_MIN ((size_t)1 << 30)
+#define RANGE_MIN_SHIFT 26   /* the smallest stride: 64 MiB */
+#define RANGE_MAX_SHIFT 46   /* the largest: 64 TiB (x86-64 user space is 128) */
 
 tm_ranges_t tm_ranges;
 
@@ -18,7 +21,19 @@ static size_t range_huge_min;
 static unsigned range_log2_ceil(size_t x)
 {
   unsigned s = 0;
-  while (((size_t)1 << s) < x) s++;
+  while (s < 63 && ((size_t)1 << s) < x) s++;
+  return s;
+}
+
+/* A PROT_NONE reservation counts against an address-space limit (RLIMIT_AS,
+ * ulimit -v): under one, the n ranges take at most half of it, and the
+ * program keeps the rest for its stacks, libraries and file mappings. */
+static unsigned range_max_shift(unsigned n)
+{
+  struct rlimit rl;
+  unsigned s = RANGE_MAX_SHIFT;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return s;
+  while (s > RANGE_MIN_SHIFT && ((uint64_t)n << s) > rl.rlim_cur / 2) s--;
   return s;
 }
 
@@ -28,14 +43,17 @@ int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
   range_os = os;
   range_huge_min = huge_min;
   unsigned n = (unsigned)topo->ntiers;
-  size = (size + RANGE_ALIGN - 1) & ~(RANGE_ALIGN - 1);
-  if (size < RANGE_MIN) size = RANGE_MIN;
-  int err = 0;
+  size_t min = ((size_t)1 << RANGE_MIN_SHIFT) - RANGE_ALIGN;
+  size = size < min ? min : (size + RANGE_ALIGN - 1) & ~(RANGE_ALIGN - 1);
+  /* Ranges sit a power-of-two stride apart (tier_of is a shift); the
+   * stride - size bytes above each stay PROT_NONE, a guard. */
+  unsigned shift = range_log2_ceil(size + RANGE_ALIGN), max = range_max_shift(n);
+  if (shift > max) shift = max;
+  int err = ENOMEM;
   void *base = NULL;
-  unsigned shift = 0;
-  for (; size >= RANGE_MIN; size /= 2) {
-    /* stride > size leaves a guard of at least one stride - size bytes. */
-    shift = range_log2_ceil(size + RANGE_ALIGN);
+  for (; shift >= RANGE_MIN_SHIFT; shift--) {
+    size_t stride = (size_t)1 << shift;
+    if (size > stride - RANGE_ALIGN) size = stride - RANGE_ALIGN;
     err = os->reserve((size_t)n << shift, &base);
     if (err == 0) break;
   }

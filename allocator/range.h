@@ -51,11 +51,12 @@ static inline uintptr_t tm_range_span(void)
   return (uintptr_t)1 << tm_ranges.shift;
 }
 
-/* Reserves a range of `size` bytes (rounded to 2 MiB) for each tier of topo
- * and binds each to its tier's nodes (skipped for a single tier). When the
- * reservation fails it retries with half the size down to 1 GiB; then it
- * leaves the ranges inactive (every pointer is TM_RANGE_OTHER). Returns 0 or
- * a positive errno; warns once on failure.
+/* Reserves a range of `size` bytes (rounded to 2 MiB, at least 62 MiB) for
+ * each tier of topo and binds each to its tier's nodes (skipped for a single
+ * tier). Under an address-space limit (RLIMIT_AS) all ranges together take
+ * at most half of it. When the reservation fails it retries with half the
+ * size down to 62 MiB; then it leaves the ranges inactive (every pointer is
+ * TM_RANGE_OTHER). Returns 0 or a positive errno; warns once on failure.
  * huge_min: carves of at least this many bytes also ask for huge pages
  * (os->huge); 0 for every carve, SIZE_MAX for none. */
 int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,

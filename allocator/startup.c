@@ -54,8 +54,9 @@ static void start_je_message(void *arg, const char *msg)
 
 static void start_verbose(void)
 {
-  tm_warn("%d tier(s) from %s; ranges %s", start_topo.ntiers,
-          tm_topology_source_name(start_topo.source), tm_ranges.n ? "active" : "inactive");
+  tm_warn("%d tier(s) from %s; ranges %s, %llu MiB each", start_topo.ntiers,
+          tm_topology_source_name(start_topo.source), tm_ranges.n ? "active" : "inactive",
+          (unsigned long long)(tm_ranges.size >> 20));
   for (int t = 0; t < start_topo.ntiers; t++) {
     char nodes[128];
     tm_nodelist_format(&start_topo.tier[t].nodes, nodes, sizeof nodes);

@@ -615,6 +615,30 @@ Test(preload, full_ranges_fall_back_to_unplaced_memory, .timeout = 60)
   spawn_free(&r);
 }
 
+/* The 1 TiB reservation does not fit under ulimit -v: the ranges shrink to
+ * half the limit (tests/unit/test_hooks.c), and blocks are still placed. */
+Test(preload, blocks_are_placed_under_an_address_space_limit, .timeout = 60)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  char py[PATH_MAX];
+  if (preload_python(py, sizeof py) == NULL) cr_skip_test("python3 is not installed (make deps installs it)");
+  char script[PATH_MAX + 256];
+  snprintf(script, sizeof script,
+           "ulimit -v 2000000 && exec '%s' -s -c \""
+           "import ctypes; tier_of = ctypes.CDLL(None).tier_of; tier_of.argtypes = [ctypes.c_void_p]\n"
+           "b = [bytearray(1 << 20) for i in range(200)]\n"
+           "print('placed', sum(tier_of(id(x)) >= 0 for x in b), 'of', len(b))\"", py);
+  char *argv[] = { "sh", "-c", script, NULL };
+  char *env[] = { ld, "PYTHONMALLOC=malloc", NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 50);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s; %s", spawn_status_str(&r, st, sizeof st),
+            r.errout ? r.errout : "");
+  cr_expect_str_eq(r.out, "placed 200 of 200\n");
+  cr_expect_str_eq(r.errout, "", "no warning expected");
+  spawn_free(&r);
+}
+
 Test(preload, freed_pages_go_back_to_the_kernel_as_jemalloc_decays, .timeout = 60)
 {
   /* DIRTY_DECAY_MS=0: jemalloc purges freed extents at once, through the

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "arena.h"
 #include "options.h"
@@ -83,6 +84,25 @@ Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
   cr_expect_eq(hk.bound[0].w[0], 1u, "tier 0 -> node0");
   cr_expect_eq(hk.bound[1].w[0], 2u, "tier 1 -> node1");
   cr_expect_eq(tm_ranges.n, 2u);
+}
+
+/* Checked for real under ulimit -v in tests/preload. */
+Test(hooks, ranges_take_at_most_half_of_an_address_space_limit)
+{
+  unsigned long long vm_pages = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  cr_assert(f != NULL && fscanf(f, "%llu", &vm_pages) == 1);
+  fclose(f);
+  rlim_t limit = (rlim_t)vm_pages * 4096 + ((rlim_t)8 << 30);
+  struct rlimit rl = { limit, limit };
+  cr_assert_eq(setrlimit(RLIMIT_AS, &rl), 0);
+  tm_topology_t topo;
+  cr_assert_eq(tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
+  cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 40, SIZE_MAX, &hk_os), 0, "TIERMALLOC_RESERVE=1T");
+  cr_expect_eq(tm_ranges.n, 2u);
+  cr_expect_leq((uint64_t)tm_ranges.n << tm_ranges.shift, limit / 2);
+  cr_expect_eq(hk.reserve, 1, "sized to fit at the first try");
+  cr_expect_eq(tm_ranges.size, ((size_t)2 << 30) - ((size_t)2 << 20), "2 GiB strides, 2 MiB guards");
 }
 
 typedef struct hk_bound_s {
