@@ -139,3 +139,25 @@ Test(preload, sqlite_heap_below_a_16MiB_top_tier)
   cr_expect_geq(tiers[1].resident, 24 * VM_MIB, "%s: sqlite's tier 1 resident %lld", topo->name,
                 tiers[1].resident);
 }
+
+/* Under an address-space limit (ulimit -v; here prlimit --as), which the
+ * ranges' reservation counts against, they shrink to fit (unit test:
+ * hooks/ranges_take_at_most_half_of_an_address_space_limit) and the heap is
+ * still placed, below the budget as without a limit. */
+Test(preload, python_heap_placed_under_an_address_space_limit)
+{
+  const vm_topology_t *topo = vm_topology();
+  cr_assert_eq(access(PYTHON, X_OK), 0, PYTHON " is needed (make deps)");
+  cr_assert_eq(access("/usr/bin/prlimit", X_OK), 0, "/usr/bin/prlimit (util-linux) is needed");
+  char *argv[] = { "/usr/bin/prlimit", "--as=2000000000", PYTHON, "-c", (char *)py_script, NULL };
+  char out[512];
+  tier_json_t tiers[TIER_MAX_TIERS];
+  run_preloaded(argv, "16M", "py-as", out, sizeof out, tiers, topo->ntiers);
+  cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
+                tiers[0].mapped);
+  cr_expect_geq(tiers[1].resident, 40 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget, 2 GB limit)",
+                topo->name, tiers[1].resident);
+  unsigned long long low = node_bytes(out, vm_tier_node(topo, 1));
+  cr_expect_geq(low, 40 * VM_MIB, "%s: python has %llu bytes on node %d (tier 1); numa_maps: %s", topo->name,
+                low, vm_tier_node(topo, 1), out);
+}
