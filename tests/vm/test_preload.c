@@ -100,23 +100,31 @@ Test(preload, python_heap_on_the_top_tier)
                 top, vm_tier_node(topo, 0), out);
 }
 
-Test(preload, python_heap_below_a_16MiB_top_tier)
+/* Runs argv (python3 -c py_script, maybe behind a wrapper) with a 16 MiB
+ * top-tier budget and checks that most of the 64 MiB heap is on tier 1;
+ * `limit` names the run's extra constraint in messages ("" for none). */
+static void python_below_16MiB(char *const argv[], const char *tag, const char *limit)
 {
   const vm_topology_t *topo = vm_topology();
   cr_assert_eq(access(PYTHON, X_OK), 0, PYTHON " is needed (make deps)");
-  char *argv[] = { PYTHON, "-c", (char *)py_script, NULL };
   char out[512];
   tier_json_t tiers[TIER_MAX_TIERS];
-  run_preloaded(argv, "16M", "py16", out, sizeof out, tiers, topo->ntiers);
+  run_preloaded(argv, "16M", tag, out, sizeof out, tiers, topo->ntiers);
   cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
                 tiers[0].mapped);
   /* 64 MiB heap, 16 MiB budget: at least 48 MiB would not fit on tier 0,
    * minus what python itself keeps there; "most of it" is 40 MiB. */
-  cr_expect_geq(tiers[1].resident, 40 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget)",
-                topo->name, tiers[1].resident);
+  cr_expect_geq(tiers[1].resident, 40 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget%s)",
+                topo->name, tiers[1].resident, limit);
   unsigned long long low = node_bytes(out, vm_tier_node(topo, 1));
   cr_expect_geq(low, 40 * VM_MIB, "%s: python has %llu bytes on node %d (tier 1); numa_maps: %s", topo->name,
                 low, vm_tier_node(topo, 1), out);
+}
+
+Test(preload, python_heap_below_a_16MiB_top_tier)
+{
+  char *argv[] = { PYTHON, "-c", (char *)py_script, NULL };
+  python_below_16MiB(argv, "py16", "");
 }
 
 Test(preload, sqlite_heap_below_a_16MiB_top_tier)
@@ -146,18 +154,7 @@ Test(preload, sqlite_heap_below_a_16MiB_top_tier)
  * still placed, below the budget as without a limit. */
 Test(preload, python_heap_placed_under_an_address_space_limit)
 {
-  const vm_topology_t *topo = vm_topology();
-  cr_assert_eq(access(PYTHON, X_OK), 0, PYTHON " is needed (make deps)");
   cr_assert_eq(access("/usr/bin/prlimit", X_OK), 0, "/usr/bin/prlimit (util-linux) is needed");
   char *argv[] = { "/usr/bin/prlimit", "--as=2000000000", PYTHON, "-c", (char *)py_script, NULL };
-  char out[512];
-  tier_json_t tiers[TIER_MAX_TIERS];
-  run_preloaded(argv, "16M", "py-as", out, sizeof out, tiers, topo->ntiers);
-  cr_expect_leq(tiers[0].mapped, VM_BUDGET_16M_MAPPED, "%s: tier 0 mapped %lld over the budget", topo->name,
-                tiers[0].mapped);
-  cr_expect_geq(tiers[1].resident, 40 * VM_MIB, "%s: tier 1 resident %lld (64 MiB heap, 16 MiB budget, 2 GB limit)",
-                topo->name, tiers[1].resident);
-  unsigned long long low = node_bytes(out, vm_tier_node(topo, 1));
-  cr_expect_geq(low, 40 * VM_MIB, "%s: python has %llu bytes on node %d (tier 1); numa_maps: %s", topo->name,
-                low, vm_tier_node(topo, 1), out);
+  python_below_16MiB(argv, "py-as", ", 2 GB limit");
 }
