@@ -5,12 +5,13 @@
 # tiermalloc missing when $(B)/libtiermalloc.so is absent, and warns when it is
 # older than the sources). BENCH_ROUNDS=N sets the rounds; BENCH_ARGS passes
 # more options to bench/run (see bench/README.md). `make bench-instructions`
-# runs bench/instructions (callgrind instruction counts per allocator).
+# runs bench/instructions (callgrind instruction counts per allocator);
+# `make bench-alloctime` runs bench/alloctime (perf-sampled time per allocator).
 
 BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
 BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
 
-.PHONY: bench bench-progs bench-instructions
+.PHONY: bench bench-progs bench-instructions bench-alloctime
 bench-progs: $(BENCH_PROGS)
 
 $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
@@ -24,3 +25,8 @@ bench: $(BENCH_PROGS)
 # (callgrind; deterministic, one run each, a few minutes). Needs valgrind.
 bench-instructions:
 	bench/instructions --lib $(B)/libtiermalloc.so $(BENCH_INSTRUCTIONS_ARGS)
+
+# CPU time inside each allocator on the real programs (perf's cpu-clock
+# samples, interleaved rounds, a few minutes). Needs perf (linux-perf).
+bench-alloctime:
+	bench/alloctime --lib $(B)/libtiermalloc.so $(BENCH_ALLOCTIME_ARGS)
