@@ -7,7 +7,7 @@
  *   - with preload: the same exit status and byte-identical stdout;
  *   - stderr is empty in both runs (tiermalloc prints nothing unless asked).
  * No library: every test here is skipped, saying so. A program that is
- * not installed (python3, sqlite3, perl) skips its test, saying so.
+ * not installed (python3, sqlite3, perl, named-compilezone) skips its test, saying so.
  * Helper programs come from build/tests/progs (built by make test-lib);
  * paths are relative to the repository root, where the tests run.
  */
@@ -500,6 +500,48 @@ Test(preload, grep_regexes, .timeout = 90, .fini = preload_cleanup)
     { "grep -P -c", a7, c_env, NULL, 0 },
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) preload_compare(&cases[i], ld);
+}
+
+/* ---- (g) a program with its own jemalloc ---------------------------------- */
+
+Test(preload, program_linking_debians_jemalloc_bind9_compilezone, .timeout = 90)
+{
+  /* BIND's libisc allocates through Debian's libjemalloc (mallocx, rallocx,
+   * sdallocx), while the libraries around it (libuv, libcrypto, libxml2)
+   * and libisc's own free() go through tiermalloc: two jemallocs in one
+   * process, which the private jemalloc's renamed symbols must keep apart. */
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(compilezone, "named-compilezone");
+  char *trace_env[] = { "LD_TRACE_LOADED_OBJECTS=1", ld, NULL };
+  char *trace_argv[] = { compilezone, NULL };
+  spawn_result_t deps = spawn_run(trace_argv, trace_env, NULL, 30);
+  if (deps.out == NULL || strstr(deps.out, "libjemalloc.so") == NULL)
+    cr_skip_test("this named-compilezone does not link libjemalloc: no second jemalloc to meet");
+  cr_assert_not_null(strstr(deps.out, "libtiermalloc.so"), "the preload is not among the loaded objects: %s",
+                     deps.out);
+  spawn_free(&deps);
+
+  size_t cap = 1u << 20, len = 0;
+  char *zone = malloc(cap);
+  cr_assert_not_null(zone);
+  len += (size_t)snprintf(zone + len, cap - len,
+                          "$TTL 300\n@ IN SOA ns.test. admin.test. 1 3600 600 86400 300\n"
+                          "@ IN NS ns.test.\nns IN A 127.0.0.1\n");
+  /* Names out of order, records of several types and sizes. */
+  for (unsigned i = 1; i <= 6000; i++) {
+    unsigned k = i * 2654435761u % 6007;
+    len += (size_t)snprintf(zone + len, cap - len, "h%u IN A 10.%u.%u.%u\nh%u IN AAAA fd00::%x:%x\n", k,
+                            k >> 16, (k >> 8) & 255, k & 255, k, k, i);
+    len += (size_t)snprintf(zone + len, cap - len, "h%u IN TXT \"%.*s\"\n", k, (int)(1 + i % 60),
+                            "the quick brown fox jumps over the lazy dog, again and again and again");
+    if (i % 10 == 0) len += (size_t)snprintf(zone + len, cap - len, "h%u IN MX %u mail%u.test.\n", k, i % 50, i);
+    if (i % 7 == 0) len += (size_t)snprintf(zone + len, cap - len, "c%u IN CNAME h%u\n", i, k);
+    cr_assert_lt(len, cap - 512, "zone buffer too small");
+  }
+  char *argv[] = { compilezone, "-q", "-o", "-", "test", "/dev/stdin", NULL };
+  preload_case_t c = { "named-compilezone", argv, NULL, zone, 0 };
+  preload_compare(&c, ld);
+  free(zone);
 }
 
 /* ---- a bad option ------------------------------------------------------- */
