@@ -3,6 +3,8 @@ which objects are each allocator's code, and the real programs they run."""
 import importlib.machinery
 import importlib.util
 import os
+import shutil
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -46,3 +48,46 @@ def work(tmp, sql_rows, py_scale):
                 [python, os.path.join(HERE, "pywork.py"), str(py_scale), os.path.join(tmp, "py.out")],
                 None, {"PYTHONMALLOC": "malloc"}))
     return out
+
+
+def add_args(ap, sql_rows, out_name):
+    """The options both tools take: --lib, --sql-rows, --py-scale, --out, --no-write."""
+    root = os.path.dirname(HERE)
+    ap.add_argument("--lib", default=os.path.join(root, "build", "libtiermalloc.so"))
+    ap.add_argument("--sql-rows", type=int, default=sql_rows)
+    ap.add_argument("--py-scale", type=int, default=1)
+    ap.add_argument("--out", default=os.path.join(HERE, "results", out_name))
+    ap.add_argument("--no-write", action="store_true")
+
+
+def ready(me, tool, package, lib):
+    """The library's absolute path when `tool` is installed and the library
+    built; else None, having said which is missing."""
+    if not shutil.which(tool):
+        print("%s: %s is not installed (apt-get install %s)" % (me, tool, package), file=sys.stderr)
+        return None
+    lib = os.path.abspath(lib)
+    if not os.path.exists(lib):
+        print("%s: %s is missing (run make)" % (me, lib), file=sys.stderr)
+        return None
+    return lib
+
+
+def tm_ratios(value):
+    """memtier/tm, tm/jemalloc and tm/glibc cells from {allocator: figure}."""
+    tm = value.get("tiermalloc")
+    if not tm:
+        return ["", "", ""]
+    cell = lambda x: "%.2fx" % x if x else ""
+    return [cell(value.get("memtier", 0) / tm), cell(tm / value["jemalloc"] if value.get("jemalloc") else 0),
+            cell(tm / value["glibc"] if value.get("glibc") else 0)]
+
+
+def publish(text, args):
+    """Prints the results and, unless --no-write, writes them to --out."""
+    print(text)
+    if not args.no_write:
+        os.makedirs(os.path.dirname(args.out), exist_ok=True)
+        with open(args.out, "w") as f:
+            f.write(text)
+        print("wrote %s" % os.path.relpath(args.out, os.path.dirname(HERE)), file=sys.stderr)
