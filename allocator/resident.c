@@ -7,8 +7,9 @@
 #include <unistd.h>
 
 #define RESIDENT_BUF 16384
-#define RESIDENT_MAX_ENTRIES 64   /* N<node>= entries kept per line */
 
+/* Reads digits at *s, moving *s past them; saturates at UINT64_MAX, so an
+ * absurdly long node id stays past the largest node instead of wrapping. */
 static uint64_t resident_num(const char **s, int base)
 {
   uint64_t v = 0;
@@ -17,29 +18,30 @@ static uint64_t resident_num(const char **s, int base)
     int d = c >= '0' && c <= '9' ? c - '0'
           : base == 16 && c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
     if (d < 0) return v;
-    v = v * (uint64_t)base + (uint64_t)d;
+    v = v > (UINT64_MAX - (uint64_t)d) / (uint64_t)base ? UINT64_MAX : v * (uint64_t)base + (uint64_t)d;
   }
 }
 
-/* One numa_maps line: "<hex start> <policy> [key[=value]]...". */
+/* One numa_maps line: "<hex start> <policy> [key[=value]]...", ending at
+ * *end (a newline). Pages are summed per tier as the N<node>= entries come,
+ * however many there are; kernelpagesize_kB, which follows them, scales the
+ * sums at the end. */
 static void resident_line(const char *s, const char *end, const tm_topology_t *topo,
                           uintptr_t lo, uintptr_t hi, tm_resident_t *out)
 {
   uintptr_t start = (uintptr_t)resident_num(&s, 16);
   if (start < lo || start >= hi) return;
-  int nodes[RESIDENT_MAX_ENTRIES];
-  uint64_t pages[RESIDENT_MAX_ENTRIES];
-  int n = 0;
+  uint64_t pages[TIER_MAX_TIERS + 1] = { 0 };   /* the last one: on no tier */
   uint64_t page_kb = 4;
   while (s < end) {
     while (s < end && *s == ' ') s++;
     if (s + 1 < end && s[0] == 'N' && s[1] >= '0' && s[1] <= '9') {
       s++;
-      int node = (int)resident_num(&s, 10);
-      if (*s == '=' && n < RESIDENT_MAX_ENTRIES) {
+      uint64_t node = resident_num(&s, 10);
+      if (*s == '=') {
         s++;
-        nodes[n] = node;
-        pages[n++] = resident_num(&s, 10);
+        int t = node < TIER_MAX_NODES ? topo->node_tier[node] : -1;
+        pages[t >= 0 ? t : TIER_MAX_TIERS] += resident_num(&s, 10);
       }
     } else if (end - s > 18 && memcmp(s, "kernelpagesize_kB=", 18) == 0) {
       s += 18;
@@ -47,12 +49,8 @@ static void resident_line(const char *s, const char *end, const tm_topology_t *t
     }
     while (s < end && *s != ' ') s++;
   }
-  for (int i = 0; i < n; i++) {
-    uint64_t bytes = pages[i] * page_kb * 1024;
-    int t = nodes[i] >= 0 && nodes[i] < TIER_MAX_NODES ? topo->node_tier[nodes[i]] : -1;
-    if (t >= 0) out->tier[t] += bytes;
-    else out->other += bytes;
-  }
+  for (int t = 0; t < TIER_MAX_TIERS; t++) out->tier[t] += pages[t] * page_kb * 1024;
+  out->other += pages[TIER_MAX_TIERS] * page_kb * 1024;
 }
 
 int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t lo, uintptr_t hi,
@@ -61,11 +59,11 @@ int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t l
   memset(out, 0, sizeof *out);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
-  char buf[RESIDENT_BUF];
+  char buf[RESIDENT_BUF + 1];   /* + 1: room for the newline a last line may lack */
   size_t have = 0;
   bool skipping = false;   /* inside a line longer than the buffer */
   for (;;) {
-    ssize_t r = read(fd, buf + have, sizeof buf - have);
+    ssize_t r = read(fd, buf + have, RESIDENT_BUF - have);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     have += (size_t)r;
@@ -76,12 +74,16 @@ int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t l
       line = nl + 1;
     }
     have -= (size_t)(line - buf);
-    if (have == sizeof buf) {   /* no newline in a full buffer: drop that line */
+    if (have == RESIDENT_BUF) {   /* no newline in a full buffer: drop that line */
       have = 0;
       skipping = true;
     } else {
       memmove(buf, line, have);
     }
+  }
+  if (have > 0 && !skipping) {
+    buf[have] = '\n';
+    resident_line(buf, buf + have, topo, lo, hi, out);
   }
   close(fd);
   return 0;
