@@ -68,6 +68,7 @@ clean:
 -include tests/tests.mk
 -include tests/vm/vm.mk
 -include bench/bench.mk
+-include tests/fuzz/fuzz.mk
 
 demo: deps
 	$(MAKE) all
