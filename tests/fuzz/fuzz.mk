@@ -8,8 +8,8 @@
 #   topology  tm_topology_discover with TIERMALLOC_TIERS as the input
 #   resident  tm_resident_measure on numa_maps text
 # Each compares the parser with a small reference model written from its
-# header, besides catching crashes and hangs. Needs clang and its fuzzer
-# runtime (apt-get install clang libclang-rt-14-dev). Seeds are in
+# header, besides catching crashes and hangs. Installs clang and its fuzzer
+# runtime first when they are missing (fuzz-deps). Seeds are in
 # tests/fuzz/seeds/<name>/; the corpus grows in build/fuzz/corpus-<name>/;
 # a finding is written to build/fuzz/ as crash-* or timeout-*.
 
@@ -25,9 +25,12 @@ FUZZ_SRC_resident := allocator/resident.c
 FUZZ_ARGS_options  := -dict=tests/fuzz/options.dict
 FUZZ_ARGS_resident := -dict=tests/fuzz/resident.dict -max_len=40000
 
-.PHONY: fuzz
+.PHONY: fuzz fuzz-deps
+fuzz-deps:
+	@sh mk/deps.sh clang libclang-rt-14-dev
+
 $(foreach n,$(FUZZ_NAMES),$(eval $(B)/fuzz/fuzz_$(n): $(FUZZ_SRC_$(n))))
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/nodemask_ref.h $(wildcard allocator/*.h include/*.h)
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/nodemask_ref.h $(wildcard allocator/*.h include/*.h) | fuzz-deps
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRC_$*)
 
