@@ -3,7 +3,7 @@
  *
  * The tests are built into one binary, build/tests/vmtest, linked to
  * libtiermalloc.so. make test-vm boots each topology and runs it there with
- * VMTEST_TOPOLOGY=2tier|3tier|flat, which selects what the tests expect.
+ * VMTEST_TOPOLOGY=2tier|3tier|flat|wide, which selects what the tests expect.
  * Every placement claim is checked against the kernel: move_pages(2) with
  * nodes=NULL and /proc/self/numa_maps.
  */
@@ -16,7 +16,7 @@
 
 #include "tiermalloc.h"
 
-#define VM_MAX_NODES 8
+#define VM_MAX_NODES 128   /* the wide topology has 66 */
 #define VM_MIB (1024ull * 1024)
 
 /* What a topology looks like, as tests/vm/run builds it. */
