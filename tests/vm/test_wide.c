@@ -39,6 +39,22 @@ Test(wide, tier_1_is_the_65_cpu_less_nodes)
   cr_expect_eq(s.tier[1].nodes[1], 3ull, "and nodes 64-65");
 }
 
+Test(wide, a_tier_1_block_is_on_the_cpu_less_nodes)
+{
+  /* The tier's node mask spans two words of the mbind mask. */
+  wide_require();
+  char *p = tier_malloc(WIDE_BLOCK, 1);
+  cr_assert_not_null(p);
+  vm_touch(p, WIDE_BLOCK);
+  size_t pages[VM_MAX_NODES] = { 0 };
+  cr_assert_eq(vm_pages_by_node(p, WIDE_BLOCK, pages), 0, "pages not present");
+  size_t on_tier = 0;
+  for (int n = 1; n < WIDE_NODES; n++) on_tier += pages[n];
+  cr_expect_eq(pages[0], 0, "%zu pages of the tier-1 block on node 0", pages[0]);
+  cr_expect_eq(on_tier, vm_span_pages(p, WIDE_BLOCK));
+  tier_free(p);
+}
+
 Test(wide, resident_counts_a_block_spread_over_65_nodes)
 {
   wide_require();
