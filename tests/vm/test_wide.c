@@ -76,17 +76,16 @@ Test(wide, resident_counts_a_block_spread_over_65_nodes)
   for (int n = 1; n < WIDE_NODES; n++) spread += pages[n] > 0;
   cr_assert_eq(spread, WIDE_NODES - 1, "the block is on %d of the 65 CPU-less nodes", spread);
 
-  /* tier_stats against the kernel, with nothing else allocating between. */
+  /* tier_stats against the kernel. Only this test allocates in tier 1, so
+   * its pages do not change between the two reads (tier 0's may: reading
+   * numa_maps allocates), and the two must agree exactly. */
   tier_stats_t s;
   cr_assert_eq(tier_stats_get(&s, sizeof s), 0);
   uint64_t maps[VM_MAX_NODES] = { 0 };
   cr_assert_eq(vm_numa_maps_bytes(0, 1, maps), 0);
   uint64_t kernel = 0;
   for (int n = 1; n < WIDE_NODES; n++) kernel += maps[n];
-  cr_expect_eq(maps[0] + kernel, s.tier[0].resident + s.tier[1].resident + s.resident_other,
-               "numa_maps of the tier ranges %llu, tier_stats %llu + %llu + other %llu",
-               (unsigned long long)(maps[0] + kernel), (unsigned long long)s.tier[0].resident,
-               (unsigned long long)s.tier[1].resident, (unsigned long long)s.resident_other);
+  cr_expect_eq(s.resident_other, 0, "resident_other %llu", (unsigned long long)s.resident_other);
   cr_expect_eq(s.tier[1].resident, kernel, "tier 1 resident %llu, numa_maps on nodes 1-65 %llu",
                (unsigned long long)s.tier[1].resident, (unsigned long long)kernel);
   cr_expect_geq(s.tier[1].resident, len, "tier 1 resident %llu < the block's %zu bytes",
