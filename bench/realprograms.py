@@ -30,6 +30,20 @@ ALLOCATOR_OBJECTS = {
 }
 
 
+def split_costs(key, costs, in_glibc_malloc):
+    """(the allocator's, ld.so's) share of costs, {(object path or basename,
+    detail): count}: the counts in key's objects (glibc: only those whose
+    detail in_glibc_malloc accepts), and those in the dynamic linker."""
+    mine = ldso = 0
+    for (obj, detail), n in costs.items():
+        base = os.path.basename(obj)
+        if base.startswith("ld-linux"):
+            ldso += n
+        if any(base.startswith(o) for o in ALLOCATOR_OBJECTS[key]) and (key != "glibc" or in_glibc_malloc(detail)):
+            mine += n
+    return mine, ldso
+
+
 def allocators(lib):
     """bench/run's allocators that have an ALLOCATOR_OBJECTS entry."""
     return [a for a in RUN.allocators(lib) if a.key in ALLOCATOR_OBJECTS]
