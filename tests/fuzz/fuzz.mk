@@ -30,7 +30,7 @@ fuzz-deps:
 	@sh mk/deps.sh clang libclang-rt-14-dev
 
 $(foreach n,$(FUZZ_NAMES),$(eval $(B)/fuzz/fuzz_$(n): $(FUZZ_SRC_$(n))))
-$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/nodemask_ref.h $(wildcard allocator/*.h include/*.h) | fuzz-deps
+$(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/nodemask_ref.h $(wildcard allocator/*.h include/*.h) | fuzz-deps
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(FUZZ_SRC_$*)
 

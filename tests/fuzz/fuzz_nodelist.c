@@ -4,9 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "fuzz.h"
 #include "nodemask_ref.h"
-
-#define FAIL(...) do { fprintf(stderr, "FUZZ FAILURE: " __VA_ARGS__); fputc('\n', stderr); abort(); } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

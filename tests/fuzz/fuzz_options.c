@@ -7,9 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "fuzz.h"
 #include "options.h"
-
-#define FAIL(...) do { fprintf(stderr, "FUZZ FAILURE: " __VA_ARGS__); fputc('\n', stderr); abort(); } while (0)
 
 static int ref_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 static int ref_lower(int c) { return c >= 'A' && c <= 'Z' ? c + 32 : c; }

@@ -17,9 +17,8 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
+#include "fuzz.h"
 #include "resident.h"
-
-#define FAIL(...) do { fprintf(stderr, "FUZZ FAILURE: " __VA_ARGS__); fputc('\n', stderr); abort(); } while (0)
 #define REF_BUF 16384
 
 static tm_topology_t topo;

@@ -9,9 +9,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include "fuzz.h"
 #include "nodemask_ref.h"
-
-#define FAIL(...) do { fprintf(stderr, "FUZZ FAILURE: " __VA_ARGS__); fputc('\n', stderr); abort(); } while (0)
 
 static const char *root;
 static tm_topology_t base;
