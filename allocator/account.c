@@ -153,7 +153,12 @@ tm_thread_t *tm_thread_prepare(void)
     t->state = TM_THREAD_NEW;
     return NULL;
   }
-  tm_arena_thread_bind();
+  t->internal = account_thread_is_jemalloc();
+  /* jemalloc's own threads allocate in arena 0 (internal tsd), so they need
+   * no arena hooked for them; and hooking takes jemalloc's ctl_mtx, which
+   * the thread disabling them holds while it joins them: their first call
+   * here can be the free of a joined thread's TLS, so that would deadlock. */
+  if (!t->internal) tm_arena_thread_bind();
   size_t sz = sizeof(t->allocp);
   if (tmje_mallctl("thread.allocatedp", (void *)&t->allocp, &sz, NULL, 0) != 0 ||
       tmje_mallctl("thread.deallocatedp", (void *)&t->deallocp, &sz, NULL, 0) != 0) {
@@ -164,7 +169,6 @@ tm_thread_t *tm_thread_prepare(void)
   t->freed_seen = *t->deallocp;
   account_open_alloc(t, 0);
   account_open_free(t, 0);
-  t->internal = account_thread_is_jemalloc();
   pthread_mutex_lock(&account_lock);
   bool second = !t->internal && account_app_threads++ > 0;
   t->next = account_threads;
