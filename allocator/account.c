@@ -154,10 +154,11 @@ tm_thread_t *tm_thread_prepare(void)
     return NULL;
   }
   t->internal = account_thread_is_jemalloc();
-  /* jemalloc's own threads allocate in arena 0 (internal tsd), so they need
-   * no arena hooked for them; and hooking takes jemalloc's ctl_mtx, which
-   * the thread disabling them holds while it joins them: their first call
-   * here can be the free of a joined thread's TLS, so that would deadlock. */
+  /* jemalloc's own threads run on its internal tsd, which never creates an
+   * automatic arena, so none needs hooking for them. And hooking takes
+   * jemalloc's ctl_mtx, which the thread disabling them holds while it joins
+   * them: their first call here can be glibc freeing a joined thread's TLS,
+   * which would then deadlock. */
   if (!t->internal) tm_arena_thread_bind();
   size_t sz = sizeof(t->allocp);
   if (tmje_mallctl("thread.allocatedp", (void *)&t->allocp, &sz, NULL, 0) != 0 ||
