@@ -438,6 +438,20 @@ Test(threads, thread_churn_reuses_memory_also_in_a_fork_child, .timeout = 60)
 enum { EXIT_WORKERS = 3 };
 static pthread_barrier_t threads_exit_barrier;
 
+/* Threads parked in the parent while it forks. In the child their stacks
+ * sit in glibc's stack cache, past its 40 MiB limit, so a background thread
+ * that joins another (as jemalloc's do when they are disabled) frees a
+ * cached stack's TLS: its first call into the allocator, made while the
+ * disabling thread holds jemalloc's ctl lock. They never allocate. */
+enum { EXIT_PARKED = 8 };
+static int threads_park[2] = { -1, -1 };
+
+static void *threads_parked_body(void *arg)
+{
+  char c;
+  return read(threads_park[0], &c, 1) < 0 ? arg : NULL;
+}
+
 /* Threads of this process with the name jemalloc gives its background
  * threads; -1 when /proc cannot be read. */
 static int threads_background_count(void)
@@ -475,6 +489,10 @@ static void *threads_exit_body(void *arg)
  * fd, and every thread ends by pthread_exit or by returning. */
 static void threads_exit_child(int fd)
 {
+  if (threads_park[0] >= 0) {
+    close(threads_park[0]);
+    close(threads_park[1]);
+  }
   pthread_barrier_init(&threads_exit_barrier, NULL, EXIT_WORKERS + 1);
   for (uintptr_t i = 0; i < EXIT_WORKERS; i++) {
     pthread_t t;
@@ -495,12 +513,20 @@ static void *threads_fork_body(void *arg)
   return (void *)(intptr_t)pid;
 }
 
-static void threads_last_exit_case(bool fork_from_a_thread)
+enum threads_fork_from { FORK_FROM_MAIN, FORK_FROM_A_THREAD, FORK_WITH_PARKED_THREADS };
+
+static void threads_last_exit_case(enum threads_fork_from from)
 {
   int fd[2];
   cr_assert_eq(pipe(fd), 0);
+  pthread_t parked[EXIT_PARKED];
+  if (from == FORK_WITH_PARKED_THREADS) {
+    cr_assert_eq(pipe(threads_park), 0);
+    for (int i = 0; i < EXIT_PARKED; i++)
+      cr_assert_eq(pthread_create(&parked[i], NULL, threads_parked_body, NULL), 0);
+  }
   pid_t pid;
-  if (fork_from_a_thread) {
+  if (from == FORK_FROM_A_THREAD) {
     pthread_t t;
     void *ret;
     cr_assert_eq(pthread_create(&t, NULL, threads_fork_body, fd), 0);
@@ -509,6 +535,12 @@ static void threads_last_exit_case(bool fork_from_a_thread)
   } else {
     pid = fork();
     if (pid == 0) threads_exit_child(fd[1]);
+  }
+  if (from == FORK_WITH_PARKED_THREADS) {
+    close(threads_park[1]);
+    for (int i = 0; i < EXIT_PARKED; i++) pthread_join(parked[i], NULL);
+    close(threads_park[0]);
+    threads_park[0] = threads_park[1] = -1;
   }
   cr_assert_gt(pid, 0, "fork failed");
   int bg = -1;
@@ -530,10 +562,15 @@ static void threads_last_exit_case(bool fork_from_a_thread)
 
 Test(threads, process_ends_when_its_last_thread_calls_pthread_exit, .timeout = 60)
 {
-  threads_last_exit_case(false);
+  threads_last_exit_case(FORK_FROM_MAIN);
 }
 
 Test(threads, fork_child_of_a_thread_ends_when_its_last_thread_ends, .timeout = 60)
 {
-  threads_last_exit_case(true);
+  threads_last_exit_case(FORK_FROM_A_THREAD);
+}
+
+Test(threads, process_ends_when_its_background_threads_free_at_exit, .timeout = 60)
+{
+  threads_last_exit_case(FORK_WITH_PARKED_THREADS);
 }
