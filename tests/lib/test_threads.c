@@ -8,6 +8,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -449,7 +450,8 @@ static int threads_park[2] = { -1, -1 };
 static void *threads_parked_body(void *arg)
 {
   char c;
-  return read(threads_park[0], &c, 1) < 0 ? arg : NULL;
+  while (read(threads_park[0], &c, 1) < 0 && errno == EINTR) {}
+  return arg;
 }
 
 /* Threads of this process with the name jemalloc gives its background
