@@ -502,7 +502,13 @@ static void threads_exit_child(int fd)
     pthread_detach(t);
   }
   pthread_barrier_wait(&threads_exit_barrier);
+  /* jemalloc names a background thread in the thread itself, which may not
+   * have run yet. */
   int bg = threads_background_count();
+  for (int i = 0; i < 200 && bg == 0; i++) {
+    usleep(10000);
+    bg = threads_background_count();
+  }
   if (write(fd, &bg, sizeof bg) != (ssize_t)sizeof bg) _exit(3);
   pthread_exit(NULL);
 }
