@@ -8,4 +8,8 @@
 
 void tm_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* The same line to fd: for a stderr kept aside at start-up, since a program
+ * may close fd 2 before its exit handlers run. */
+void tm_warn_fd(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 #endif

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -21,7 +22,8 @@ extern char **environ;   /* unistd.h declares it only under _GNU_SOURCE */
 #define OPT_MAX_VALUE  ((uint64_t)INT64_MAX)   /* UINT and SIZE: 0 .. 2^63-1 */
 
 const tm_option_desc_t tm_option_descs[TM_OPTION_COUNT] = {
-#define OPT_DESC_(id, type, def, choices, doc) [TM_OPTION_##id] = {#id, type, def, choices, doc},
+#define OPT_DESC_(id, type, def, choices, secure, doc) \
+  [TM_OPTION_##id] = {#id, type, def, choices, secure, doc},
   TM_OPTIONS(OPT_DESC_)
 #undef OPT_DESC_
 };
@@ -38,6 +40,7 @@ static const char *const opt_not_options[] = {
 static tm_option_value_t opt_values[TM_OPTION_COUNT];
 static pthread_once_t opt_defaults_once = PTHREAD_ONCE_INIT;
 static pthread_once_t opt_env_once = PTHREAD_ONCE_INIT;
+static bool opt_secure;   /* the last load was in secure execution */
 
 /* ---- text helpers ------------------------------------------------------------ */
 
@@ -277,13 +280,36 @@ static void opt_defaults(void)
   pthread_once(&opt_defaults_once, opt_reset);
 }
 
+/* In secure execution, one line naming every TM_OPT_SECURE_DROP option
+ * that env sets, so the user learns why it had no effect. */
+static void opt_warn_dropped(char *const *env)
+{
+  char names[TM_OPTION_COUNT * 40];
+  size_t n = 0;
+  for (unsigned i = 0; i < TM_OPTION_COUNT; i++) {
+    const tm_option_desc_t *d = &tm_option_descs[i];
+    if (d->secure != TM_OPT_SECURE_DROP || opt_lookup(env, d->name) == NULL) continue;
+    size_t len = strlen(d->name);
+    if (n + 2 + OPT_PREFIX_LEN + len + 1 > sizeof names) break;
+    if (n > 0) { memcpy(names + n, ", ", 2); n += 2; }
+    memcpy(names + n, OPT_PREFIX, OPT_PREFIX_LEN);
+    memcpy(names + n + OPT_PREFIX_LEN, d->name, len);
+    n += OPT_PREFIX_LEN + len;
+  }
+  names[n] = '\0';
+  if (n > 0) tm_warn("secure execution (setuid, setgid or capabilities): ignoring %s", names);
+}
+
 /* Defaults, then every variable present in env (the process environment
- * when NULL): a good value replaces the default, a bad one is reported. */
-static void opt_load(char *const *env)
+ * when NULL): a good value replaces the default, a bad one is reported.
+ * In secure execution the TM_OPT_SECURE_DROP options are not even parsed. */
+static void opt_load(char *const *env, bool secure)
 {
   opt_defaults();   /* spends the once, so no later tm_option() resets what follows */
   opt_reset();
+  opt_secure = secure;
   for (unsigned i = 0; i < TM_OPTION_COUNT; i++) {
+    if (secure && tm_option_descs[i].secure != TM_OPT_SECURE_KEEP) continue;
     const char *text = opt_lookup(env, tm_option_descs[i].name);
     /* VAR= is how shells and env files unset a variable: the default, quietly
      * (a STRING option takes the empty text as its value). */
@@ -297,12 +323,15 @@ static void opt_load(char *const *env)
     v.set = true;
     opt_values[i] = v;
   }
+  if (secure) opt_warn_dropped(env);
   opt_check_unknown(env != NULL ? env : environ);
 }
 
 static void opt_load_environ(void)
 {
-  opt_load(NULL);
+  /* The kernel's word, not the environment's: AT_SECURE is set for setuid,
+   * setgid and file-capability programs, as glibc's own tunables use it. */
+  opt_load(NULL, getauxval(AT_SECURE) != 0);
 }
 
 void tm_options_init(void)
@@ -310,10 +339,15 @@ void tm_options_init(void)
   pthread_once(&opt_env_once, opt_load_environ);
 }
 
-void tm_options_init_from(char *const *env)
+void tm_options_init_from(char *const *env, bool secure)
 {
   static char *const none[] = {NULL};
-  opt_load(env != NULL ? env : none);
+  opt_load(env != NULL ? env : none, secure);
+}
+
+bool tm_options_secure(void)
+{
+  return opt_secure;
 }
 
 const tm_option_value_t *tm_option(tm_option_id_t id)

@@ -24,21 +24,35 @@ typedef enum tm_option_type_e {
 
 #define TM_OPT_STRING_MAX 256
 
-/*     id                 type           default  choices           doc */
+/* What an option does in secure execution (getauxval(AT_SECURE): setuid,
+ * setgid, file capabilities, or an LSM that asks): the environment then
+ * belongs to a less privileged user. No zero value, so a table entry cannot
+ * leave it unchosen (tests/unit/test_options.c walks the table).
+ *   KEEP: the option acts on the process's own memory only (placement,
+ *         budgets, arenas, purging): honoured.
+ *   DROP: its effect reaches outside the process (it names a path, a
+ *         directory or another process, or writes output): ignored, with
+ *         one warning line. */
+typedef enum tm_option_secure_e {
+  TM_OPT_SECURE_KEEP = 1,
+  TM_OPT_SECURE_DROP = 2,
+} tm_option_secure_t;
+
+/*     id                 type           default  choices             secure execution    doc */
 #define TM_OPTIONS(X)                                                                              \
-  X(TIERS,             TM_OPT_STRING, "",      NULL,             "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
-  X(TOPTIER_MAX,       TM_OPT_SHARE,    "100%",  NULL,             "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
-  X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,             "address space reserved for each tier (costs no memory)") \
-  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,             "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
-  X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,             "ms before unused dirty pages are returned to the kernel") \
-  X(BACKGROUND_THREAD, TM_OPT_ENUM,   "auto",  "auto|on|off",    "jemalloc's background thread returns unused pages instead of the threads that free them; auto: started when the process runs a second thread, and again in a fork child (a single-threaded program gets no extra thread); stopped when the last thread that allocated ends, so it never keeps a process alive") \
-  X(THP,               TM_OPT_ENUM,   "auto",  "auto|always|never", "transparent huge pages (MADV_HUGEPAGE) for the tier ranges; auto: for extents of 4 MiB and more (an arena's growth once it holds about 11 MiB, and large blocks), so a small program keeps its small footprint; never: as the system's THP setting decides") \
-  X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json", "print per-tier stats at exit") \
-  X(STATS_FILE,        TM_OPT_STRING, "",      NULL,             "append the exit stats to this file instead of stderr") \
-  X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,             "print the topology and the options in force at start-up")
+  X(TIERS,             TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_KEEP, "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
+  X(TOPTIER_MAX,       TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
+  X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,               TM_OPT_SECURE_KEEP, "address space reserved for each tier (costs no memory)") \
+  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,               TM_OPT_SECURE_KEEP, "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
+  X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,               TM_OPT_SECURE_KEEP, "ms before unused dirty pages are returned to the kernel") \
+  X(BACKGROUND_THREAD, TM_OPT_ENUM,   "auto",  "auto|on|off",      TM_OPT_SECURE_KEEP, "jemalloc's background thread returns unused pages instead of the threads that free them; auto: started when the process runs a second thread, and again in a fork child (a single-threaded program gets no extra thread); stopped when the last thread that allocated ends, so it never keeps a process alive") \
+  X(THP,               TM_OPT_ENUM,   "auto",  "auto|always|never", TM_OPT_SECURE_KEEP, "transparent huge pages (MADV_HUGEPAGE) for the tier ranges; auto: for extents of 4 MiB and more (an arena's growth once it holds about 11 MiB, and large blocks), so a small program keeps its small footprint; never: as the system's THP setting decides") \
+  X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json",   TM_OPT_SECURE_DROP, "print per-tier stats at exit") \
+  X(STATS_FILE,        TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_DROP, "append the exit stats to this file instead of stderr") \
+  X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,               TM_OPT_SECURE_DROP, "print the topology and the options in force at start-up")
 
 typedef enum tm_option_id_e {
-#define TM_OPTION_ID_(id, type, def, choices, doc) TM_OPTION_##id,
+#define TM_OPTION_ID_(id, type, def, choices, secure, doc) TM_OPTION_##id,
   TM_OPTIONS(TM_OPTION_ID_)
 #undef TM_OPTION_ID_
   TM_OPTION_COUNT
@@ -49,6 +63,7 @@ typedef struct tm_option_desc_s {
   tm_option_type_t type;
   const char *def;        /* default, as text in the option's own syntax */
   const char *choices;    /* TM_OPT_ENUM only */
+  tm_option_secure_t secure;
   const char *doc;
 } tm_option_desc_t;
 
@@ -67,12 +82,20 @@ extern const tm_option_desc_t tm_option_descs[TM_OPTION_COUNT];
 int tm_option_parse(tm_option_id_t id, const char *text, tm_option_value_t *out);
 
 /* Reads every TIERMALLOC_* variable (getenv, no allocation), warning on bad
- * values and on unknown TIERMALLOC_* names. Idempotent; call before reading. */
+ * values and on unknown TIERMALLOC_* names. In secure execution the options
+ * marked TM_OPT_SECURE_DROP keep their defaults, with one warning line naming
+ * those the environment set. Idempotent; call before reading. */
 void tm_options_init(void);
 
 /* Resets every option to its default and parses `env` (NULL-terminated
- * "NAME=value" strings) instead of the process environment; for tests. */
-void tm_options_init_from(char *const *env);
+ * "NAME=value" strings) instead of the process environment, as in secure
+ * execution when `secure`; for tests. */
+void tm_options_init_from(char *const *env, bool secure);
+
+/* The options in force were read in secure execution (getauxval(AT_SECURE)):
+ * the TM_OPT_SECURE_DROP options kept their defaults, and nothing that
+ * reaches outside the process may be done on the environment's word. */
+bool tm_options_secure(void);
 
 const tm_option_value_t *tm_option(tm_option_id_t id);
 

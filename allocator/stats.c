@@ -11,6 +11,7 @@
 #include "account.h"
 #include "log.h"
 #include "options.h"
+#include "outfile.h"
 #include "range.h"
 #include "resident.h"
 #include "startup.h"
@@ -165,7 +166,7 @@ static int stats_stderr = -1;
 
 void tm_stats_at_start(void)
 {
-  if (tm_option(TM_OPTION_STATS)->num != 0 && tm_option(TM_OPTION_STATS_FILE)->str[0] == 0)
+  if (tm_option(TM_OPTION_STATS)->num != 0)   /* also where a refused stats file sends them */
     stats_stderr = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
 }
 
@@ -176,10 +177,11 @@ void tm_stats_at_exit(void)
   const char *path = tm_option(TM_OPTION_STATS_FILE)->str;
   int fd = stats_stderr >= 0 ? stats_stderr : STDERR_FILENO;
   if (path[0]) {
-    fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      tm_warn("cannot open TIERMALLOC_STATS_FILE='%s'; printing stats to stderr", path);
-      fd = STDERR_FILENO;
+    int err = tm_outfile_open_append(path, &fd);
+    if (err != 0) {
+      fd = stats_stderr >= 0 ? stats_stderr : STDERR_FILENO;
+      tm_warn_fd(fd, "TIERMALLOC_STATS_FILE='%s' %s; printing stats to stderr", path,
+                 tm_outfile_strerror(err));
     }
   }
   tier_stats_t s;

@@ -577,6 +577,129 @@ Test(preload, bad_option_warns_once_and_changes_nothing, .timeout = 60)
   spawn_free(&bad);
 }
 
+/* ---- security ------------------------------------------------------------ */
+
+static char sec_dir[64];
+
+static void sec_cleanup(void)
+{
+  if (sec_dir[0] == '\0') return;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", sec_dir);
+  cr_expect_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* A fresh directory /tmp/tm-sec-XXXXXX with mode `mode`, in sec_dir. */
+static void sec_mkdir(mode_t mode)
+{
+  strcpy(sec_dir, "/tmp/tm-sec-XXXXXX");
+  cr_assert_not_null(mkdtemp(sec_dir), "mkdtemp: %s", strerror(errno));
+  cr_assert_eq(chmod(sec_dir, mode), 0);
+}
+
+/* Where the stats go when TIERMALLOC_STATS_FILE names a symbolic link: not
+ * to the link's target, which is left uncreated, but to stderr after one
+ * warning line. */
+Test(preload, stats_file_that_is_a_symlink_is_refused, .timeout = 60, .fini = sec_cleanup)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(sort, "sort");
+  sec_mkdir(0700);
+  char target[128], link[128], file_env[160];
+  snprintf(target, sizeof target, "%s/target", sec_dir);
+  snprintf(link, sizeof link, "%s/stats", sec_dir);
+  cr_assert_eq(symlink(target, link), 0);
+  snprintf(file_env, sizeof file_env, "TIERMALLOC_STATS_FILE=%s", link);
+  char *argv[] = { sort, NULL };
+  char *env[] = { "LC_ALL=C", "TIERMALLOC_STATS=text", file_env, ld, NULL };
+  spawn_result_t r = spawn_run(argv, env, "b\na\n", PRELOAD_RUN_TIMEOUT);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "sort: %s",
+            spawn_status_str(&r, st, sizeof st));
+  cr_expect_str_eq(r.out, "a\nb\n");
+  cr_expect_eq(access(target, F_OK), -1, "the symlink's target %s was created", target);
+  char want[256];
+  snprintf(want, sizeof want,
+           "tiermalloc: TIERMALLOC_STATS_FILE='%s' is a symbolic link; printing stats to stderr\n",
+           link);
+  cr_expect(strncmp(r.errout, want, strlen(want)) == 0, "stderr starts \"%.300s\", want \"%s\"",
+            r.errout, want);
+  cr_expect_not_null(strstr(r.errout, "resident"), "no stats table on stderr: \"%.2000s\"", r.errout);
+  spawn_free(&r);
+}
+
+/* The attack of issue 11: a setuid-root program linked with tiermalloc, run
+ * by an unprivileged user who sets TIERMALLOC_STATS_FILE to a path in a
+ * root-only directory. In secure execution no file is created, the output is
+ * unchanged, the program exits normally, and stderr has one warning line.
+ * As a control, the same program run by root itself (not secure) does
+ * create the file, with mode 0600, so the variables reach the library. */
+Test(preload, setuid_program_ignores_stats_file_from_the_environment, .timeout = 90,
+     .fini = sec_cleanup)
+{
+  if (geteuid() != 0) cr_skip_test("needs root to install a setuid-root program");
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(cc, "cc");
+  PRELOAD_REQUIRE_TOOL(setpriv, "setpriv");
+  char lib[PATH_MAX];
+  cr_assert_not_null(preload_lib(lib, sizeof lib));
+  (void)ld;
+
+  /* The program and the library in a directory anyone can read (the
+   * checkout may be under a private home), the stats path under one that
+   * only root can enter. Secure execution ignores $ORIGIN and
+   * LD_LIBRARY_PATH, so the program finds the library by an absolute rpath. */
+  sec_mkdir(0755);
+  char cmd[4 * PATH_MAX], prog[128], rootonly[128], stats[160], file_env[200];
+  snprintf(prog, sizeof prog, "%s/setuid_report", sec_dir);
+  snprintf(rootonly, sizeof rootonly, "%s/root-only", sec_dir);
+  snprintf(stats, sizeof stats, "%s/stats", rootonly);
+  snprintf(file_env, sizeof file_env, "TIERMALLOC_STATS_FILE=%s", stats);
+  cr_assert_eq(mkdir(rootonly, 0700), 0);
+  snprintf(cmd, sizeof cmd,
+           "install -m 755 '%s' '%s/' && cc -O1 -o '%s' tests/progs/setuid_report.c -L'%s' "
+           "-ltiermalloc -Wl,-rpath,'%s' && chown root:root '%s' && chmod 4755 '%s'",
+           lib, sec_dir, prog, sec_dir, sec_dir, prog, prog);
+  cr_assert_eq(system(cmd), 0, "building the setuid program failed: %s", cmd);
+
+  char *as_nobody[] = { setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", prog,
+                        NULL };
+  char *attack[] = { "TIERMALLOC_STATS=text", file_env, NULL };
+  spawn_result_t plain = spawn_run(as_nobody, NULL, NULL, PRELOAD_RUN_TIMEOUT);
+  spawn_result_t r = spawn_run(as_nobody, attack, NULL, PRELOAD_RUN_TIMEOUT);
+  char st[128];
+  cr_assert(plain.err == 0 && WIFEXITED(plain.status) && WEXITSTATUS(plain.status) == 0,
+            "the setuid program as nobody: %s; stderr: %.1000s",
+            spawn_status_str(&plain, st, sizeof st), plain.errout);
+  if (strstr(plain.out, " euid=0 secure=1 ") == NULL)
+    cr_skip_test("the kernel did not run %s setuid-root (nosuid mount?): it printed \"%s\"", prog,
+                 plain.out);
+  cr_expect_eq(plain.err_len, 0, "stderr without TIERMALLOC_*: \"%s\"", plain.errout);
+
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0,
+            "with the attacker's variables: %s; stderr: %.1000s", spawn_status_str(&r, st, sizeof st),
+            r.errout);
+  cr_expect_str_eq(r.out, plain.out, "the output changed");
+  cr_expect_eq(access(stats, F_OK), -1, "%s was created in secure execution", stats);
+  cr_expect_str_eq(r.errout, "tiermalloc: secure execution (setuid, setgid or capabilities): "
+                             "ignoring TIERMALLOC_STATS, TIERMALLOC_STATS_FILE\n");
+  spawn_free(&r);
+
+  /* Control: root runs it (ruid = euid, not secure): the file is written. */
+  char *as_root[] = { prog, NULL };
+  r = spawn_run(as_root, attack, NULL, PRELOAD_RUN_TIMEOUT);
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "as root: %s",
+            spawn_status_str(&r, st, sizeof st));
+  cr_expect_eq(r.err_len, 0, "stderr as root: \"%s\"", r.errout);
+  struct stat sb;
+  cr_assert_eq(stat(stats, &sb), 0, "as root (not secure) the stats file was not written: %s",
+               strerror(errno));
+  cr_expect_eq(sb.st_mode & 07777, 0600, "the stats file has mode %o", sb.st_mode & 07777);
+  cr_expect_gt(sb.st_size, 0, "the stats file is empty");
+  spawn_free(&r);
+  spawn_free(&plain);
+}
+
 /* ---- what the library exports ------------------------------------------ */
 
 Test(preload, library_exports_every_entry_point_and_no_jemalloc, .timeout = 60)

@@ -67,7 +67,7 @@ static void hk_setup(const char *toptier_max)
   char opt[64];
   snprintf(opt, sizeof opt, "TIERMALLOC_TOPTIER_MAX=%s", toptier_max);
   char *env[] = { opt, NULL };
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   tm_topology_t topo;
   cr_assert_eq(tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
   cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, HK_HUGE_MIN, &hk_os), 0);

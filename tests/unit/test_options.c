@@ -281,7 +281,7 @@ Test(options, table_and_defaults)
 Test(options, init_from_empty_gives_defaults, .init = cr_redirect_stderr)
 {
   char *env[] = {"PATH=/bin", "HOME=/", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   for (unsigned i = 0; i < TM_OPTION_COUNT; i++) opt_is_default(i);
   /* The defaults the rest of tiermalloc is written for. */
   cr_assert_eq(tm_option(TM_OPTION_RESERVE)->num, 1ULL << 40);
@@ -289,7 +289,7 @@ Test(options, init_from_empty_gives_defaults, .init = cr_redirect_stderr)
   cr_assert_eq(tm_option(TM_OPTION_TOPTIER_MAX)->num, 100);
   cr_assert_eq(tm_option(TM_OPTION_STATS)->num, 0);
   cr_assert_str_eq(tm_option(TM_OPTION_TIERS)->str, "");
-  tm_options_init_from(NULL);
+  tm_options_init_from(NULL, false);
   for (unsigned i = 0; i < TM_OPTION_COUNT; i++) opt_is_default(i);
   cr_assert_stderr_eq_str("");
 }
@@ -300,7 +300,7 @@ Test(options, init_from_good_values, .init = cr_redirect_stderr)
                  "TIERMALLOC_STATS=JSON",   "TIERMALLOC_TIERS=0,1;2",
                  "TIERMALLOC_VERBOSE=yes",  "TIERMALLOC_NARENAS=8",
                  "TIERMALLOC_STATS_FILE=",  NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   cr_assert_eq(tm_option(TM_OPTION_RESERVE)->num, 64ULL << 30);
   cr_assert(tm_option(TM_OPTION_RESERVE)->set);
   cr_assert(tm_option(TM_OPTION_TOPTIER_MAX)->percent);
@@ -315,7 +315,7 @@ Test(options, init_from_good_values, .init = cr_redirect_stderr)
 
   /* A second call starts again from the defaults. */
   char *env2[] = {"TIERMALLOC_NARENAS=3", NULL};
-  tm_options_init_from(env2);
+  tm_options_init_from(env2, false);
   cr_assert_eq(tm_option(TM_OPTION_NARENAS)->num, 3);
   opt_is_default(TM_OPTION_RESERVE);
   opt_is_default(TM_OPTION_STATS);
@@ -325,7 +325,7 @@ Test(options, init_from_good_values, .init = cr_redirect_stderr)
 Test(options, init_from_bad_size_keeps_default, .init = cr_redirect_stderr)
 {
   char *env[] = {"TIERMALLOC_RESERVE=12Q", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   opt_is_default(TM_OPTION_RESERVE);
   char want[128];
   snprintf(want, sizeof want,
@@ -350,7 +350,7 @@ Test(options, init_from_every_message, .init = cr_redirect_stderr)
                  long_file,
                  "TIERMALLOC_VERBOSE=",
                  NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   cr_assert_str_eq(tm_option(TM_OPTION_TIERS)->str, "0;1");
   for (unsigned i = TM_OPTION_TOPTIER_MAX; i < TM_OPTION_COUNT; i++) opt_is_default(i);
   /* The defaults come from the table, so a changed default needs no edit here. */
@@ -379,7 +379,7 @@ Test(options, init_from_empty_value_is_the_default_quietly, .init = cr_redirect_
 {
   char *env[] = {"TIERMALLOC_VERBOSE=", "TIERMALLOC_STATS=", "TIERMALLOC_RESERVE=",
                  "TIERMALLOC_STATS_FILE=", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   opt_is_default(TM_OPTION_VERBOSE);
   opt_is_default(TM_OPTION_STATS);
   opt_is_default(TM_OPTION_RESERVE);
@@ -390,7 +390,7 @@ Test(options, init_from_empty_value_is_the_default_quietly, .init = cr_redirect_
 Test(options, init_from_control_bytes_in_value, .init = cr_redirect_stderr)
 {
   char *env[] = {"TIERMALLOC_NARENAS=1\n2", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   opt_is_default(TM_OPTION_NARENAS);
   char want[128];
   snprintf(want, sizeof want,
@@ -404,7 +404,7 @@ Test(options, init_from_unknown_variable, .init = cr_redirect_stderr)
   char *env[] = {"TIERMALLOC_FOO=1",       "TIERMALLOC_NARENAS=2", "TIERMALLOCX=1",
                  "XTIERMALLOC_FOO=1",      "TIERMALLOC_tiers=0",   "TIERMALLOC_STAT=text",
                  "TIERMALLOC_STATSX=text", "TIERMALLOC_NOVALUE",   NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   cr_assert_eq(tm_option(TM_OPTION_NARENAS)->num, 2);
   opt_is_default(TM_OPTION_STATS);
   cr_assert_stderr_eq_str("tiermalloc: unknown option TIERMALLOC_FOO ignored\n"
@@ -418,7 +418,7 @@ Test(options, init_from_unknown_variable, .init = cr_redirect_stderr)
 Test(options, init_from_first_entry_wins, .init = cr_redirect_stderr)
 {
   char *env[] = {"TIERMALLOC_NARENAS=5", "TIERMALLOC_NARENAS=junk", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   cr_assert_eq(tm_option(TM_OPTION_NARENAS)->num, 5);
   cr_assert_stderr_eq_str("");
 }
@@ -452,7 +452,7 @@ Test(options, init_reads_environment_once, .init = cr_redirect_stderr)
 Test(options, size_of_bytes_ignores_whole)
 {
   char *env[] = {"TIERMALLOC_TOPTIER_MAX=16G", NULL};
-  tm_options_init_from(env);
+  tm_options_init_from(env, false);
   cr_assert_eq(tm_option_size(TM_OPTION_TOPTIER_MAX, 0), 16ULL << 30);
   cr_assert_eq(tm_option_size(TM_OPTION_TOPTIER_MAX, 1000), 16ULL << 30);
   cr_assert_eq(tm_option_size(TM_OPTION_RESERVE, 12345), tm_option(TM_OPTION_RESERVE)->num);
@@ -478,7 +478,7 @@ Test(options, size_of_percent)
     char var[64];
     snprintf(var, sizeof var, "TIERMALLOC_TOPTIER_MAX=%s", cases[i].pct);
     char *env[] = {var, NULL};
-    tm_options_init_from(env);
+    tm_options_init_from(env, false);
     uint64_t got = tm_option_size(TM_OPTION_TOPTIER_MAX, cases[i].whole);
     cr_assert_eq(got, cases[i].want, "%s of %llu: %llu, want %llu", cases[i].pct,
                  (unsigned long long)cases[i].whole, (unsigned long long)got,
@@ -489,8 +489,70 @@ Test(options, size_of_percent)
 /* The default top-tier budget is the whole top tier. */
 Test(options, size_default_percent)
 {
-  tm_options_init_from(NULL);
+  tm_options_init_from(NULL, false);
   cr_assert_eq(tm_option_size(TM_OPTION_TOPTIER_MAX, 12345), 12345);
+}
+
+/* ---- secure execution --------------------------------------------------------- */
+
+/* name, split at '_', has the word w. */
+static bool opt_name_has_word(const char *name, const char *w)
+{
+  size_t n = strlen(w);
+  for (const char *p = name; p != NULL; p = strchr(p, '_') ? strchr(p, '_') + 1 : NULL)
+    if (strncmp(p, w, n) == 0 && (p[n] == '\0' || p[n] == '_')) return true;
+  return false;
+}
+
+/* Every option chose what secure execution does with it (zero is no choice),
+ * and an option that names a file, a directory or another process, or that
+ * prints, is dropped there. */
+Test(options, every_option_is_marked_for_secure_execution)
+{
+  static const char *const reaches_out[] = {"FILE", "DIR", "PATH", "PID", "SOCKET", "STATS",
+                                            "VERBOSE", "PUBLISH", "LOG", "DUMP"};
+  for (unsigned i = 0; i < TM_OPTION_COUNT; i++) {
+    const tm_option_desc_t *d = &tm_option_descs[i];
+    cr_assert(d->secure == TM_OPT_SECURE_KEEP || d->secure == TM_OPT_SECURE_DROP,
+              "%s: secure execution is neither KEEP nor DROP (%d)", d->name, (int)d->secure);
+    for (size_t k = 0; k < sizeof reaches_out / sizeof reaches_out[0]; k++)
+      if (opt_name_has_word(d->name, reaches_out[k]))
+        cr_assert_eq(d->secure, TM_OPT_SECURE_DROP, "%s reaches outside the process: DROP it",
+                     d->name);
+  }
+  cr_assert_eq(tm_option_descs[TM_OPTION_STATS_FILE].secure, TM_OPT_SECURE_DROP);
+  cr_assert_eq(tm_option_descs[TM_OPTION_TOPTIER_MAX].secure, TM_OPT_SECURE_KEEP);
+}
+
+Test(options, secure_execution_keeps_memory_options_and_drops_output, .init = cr_redirect_stderr)
+{
+  char *env[] = {"TIERMALLOC_STATS=text", "TIERMALLOC_STATS_FILE=/root/x", "TIERMALLOC_VERBOSE=1",
+                 "TIERMALLOC_TOPTIER_MAX=64M", "TIERMALLOC_NARENAS=3", NULL};
+  tm_options_init_from(env, true);
+  cr_assert(tm_options_secure());
+  for (unsigned i = 0; i < TM_OPTION_COUNT; i++)
+    if (tm_option_descs[i].secure == TM_OPT_SECURE_DROP) opt_is_default(i);
+  cr_assert_eq(tm_option(TM_OPTION_TOPTIER_MAX)->num, 64 * KiB * KiB);
+  cr_assert_eq(tm_option(TM_OPTION_NARENAS)->num, 3);
+  cr_assert_stderr_eq_str("tiermalloc: secure execution (setuid, setgid or capabilities): ignoring "
+                          "TIERMALLOC_STATS, TIERMALLOC_STATS_FILE, TIERMALLOC_VERBOSE\n");
+}
+
+/* A dropped option is not even parsed: a bad value of it says nothing more. */
+Test(options, secure_execution_is_quiet_without_dropped_options, .init = cr_redirect_stderr)
+{
+  char *env[] = {"TIERMALLOC_NARENAS=2", NULL};
+  tm_options_init_from(env, true);
+  cr_assert_eq(tm_option(TM_OPTION_NARENAS)->num, 2);
+  char *env2[] = {"TIERMALLOC_STATS=bogus", NULL};
+  tm_options_init_from(env2, true);
+  opt_is_default(TM_OPTION_STATS);
+  tm_options_init_from(env2, false);
+  cr_assert_not(tm_options_secure());
+  cr_assert_stderr_eq_str("tiermalloc: secure execution (setuid, setgid or capabilities): ignoring "
+                          "TIERMALLOC_STATS\n"
+                          "tiermalloc: TIERMALLOC_STATS='bogus' is not one of none|text|json; "
+                          "using default (none)\n");
 }
 
 /* ---- env.example ------------------------------------------------------------ */
@@ -509,7 +571,8 @@ static const char *opt_type_word(const tm_option_desc_t *d)
 }
 
 /* Every "#TIERMALLOC_" line, in order, is the table's option with its
- * default, and the line before it is "# <doc> [<type>]". */
+ * default, and the line before it is "# <doc> [<type>]", with
+ * "; ignored in secure execution" inside the brackets for a dropped option. */
 Test(options, env_example_matches_table)
 {
   FILE *f = fopen("env.example", "r");
@@ -531,8 +594,9 @@ Test(options, env_example_matches_table)
       char want[1024];
       snprintf(want, sizeof want, "#TIERMALLOC_%s=%s", d->name, d->def);
       cr_assert_str_eq(line, want, "env.example:%d: option %u", lineno, next);
-      snprintf(want, sizeof want, "# %s [%s%s]", d->doc, opt_type_word(d),
-               d->type == TM_OPT_ENUM ? d->choices : "");
+      snprintf(want, sizeof want, "# %s [%s%s%s]", d->doc, opt_type_word(d),
+               d->type == TM_OPT_ENUM ? d->choices : "",
+               d->secure == TM_OPT_SECURE_DROP ? "; ignored in secure execution" : "");
       cr_assert_str_eq(prev, want, "env.example:%d: the comment for %s", lineno - 1, d->name);
       next++;
     }
