@@ -25,11 +25,9 @@
 
 #include <stdint.h>
 
+#include "nodemask.h"
 #include "tiermalloc.h"
 
-typedef struct tm_nodemask_s {
-  uint64_t w[TIER_NODE_WORDS];
-} tm_nodemask_t;
 
 typedef enum tm_topology_source_e {
   TM_TOPO_OVERRIDE,      /* TIERMALLOC_TIERS */
@@ -59,20 +57,5 @@ int tm_topology_discover(tm_topology_t *t, const char *root, const char *overrid
 
 /* Human name of a source, e.g. "kernel memory tiers". */
 const char *tm_topology_source_name(tm_topology_source_t s);
-
-/* Parses a kernel nodelist ("0-3,5\n", "" = empty) into *m; 0 or EINVAL. */
-int tm_nodelist_parse(const char *s, tm_nodemask_t *m);
-
-/* Formats *m as a nodelist ("0-1,3") into buf; returns the length. */
-int tm_nodelist_format(const tm_nodemask_t *m, char *buf, int size);
-
-static inline int tm_nodemask_test(const tm_nodemask_t *m, int n)
-{
-  return (m->w[n / 64] >> (n % 64)) & 1;
-}
-static inline void tm_nodemask_set(tm_nodemask_t *m, int n)
-{
-  m->w[n / 64] |= 1ULL << (n % 64);
-}
 
 #endif

@@ -19,8 +19,8 @@ FUZZ_CFLAGS  := -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover
                 -std=gnu11 -D_GNU_SOURCE -Iinclude -Iallocator -Itests/fuzz
 FUZZ_NAMES   := options nodelist topology resident
 FUZZ_SRC_options  := allocator/options.c tests/fuzz/log_quiet.c
-FUZZ_SRC_nodelist := allocator/topology.c tests/fuzz/log_quiet.c
-FUZZ_SRC_topology := allocator/topology.c tests/fuzz/log_quiet.c
+FUZZ_SRC_nodelist := allocator/nodemask.c allocator/text.c tests/fuzz/log_quiet.c
+FUZZ_SRC_topology := allocator/topology.c allocator/kfile.c allocator/nodemask.c allocator/text.c tests/fuzz/log_quiet.c
 FUZZ_SRC_resident := allocator/resident.c
 FUZZ_ARGS_options  := -dict=tests/fuzz/options.dict
 FUZZ_ARGS_resident := -dict=tests/fuzz/resident.dict -max_len=40000
