@@ -47,7 +47,10 @@ static void *arena_alloc_unplaced(size_t size, size_t align)
 
 /* Contract (jemalloc extent_alloc_t): return size bytes aligned to
  * alignment, or NULL. new_addr is a request to extend in place; ranges only
- * grow by bump, so refuse it. Fresh range memory is zeroed and committed. */
+ * grow by bump, so refuse it. Fresh range memory is zeroed. It is readable
+ * and writable either way, but committed only when jemalloc asks (*commit):
+ * the rest (the unused tail of a grown extent) is committed through the
+ * commit hook when jemalloc first uses it, and only then placed and counted. */
 static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t alignment,
                          bool *zero, bool *commit, unsigned arena_ind)
 {
@@ -58,7 +61,7 @@ static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t 
   if (p == NULL && !ah->pinned) p = arena_alloc_unplaced(size, align);
   if (p == NULL) return NULL;
   *zero = true;
-  *commit = true;
+  if (*commit) tm_policy_commit(p, size, ah->tier, ah->pinned);
   return p;
 }
 
@@ -76,18 +79,25 @@ static void arena_destroy(extent_hooks_t *h, void *addr, size_t size, bool commi
   tm_range_os()->purge(addr, size, 0);
 }
 
+/* Commit and decommit never change protections: PROT_NONE would split the
+ * range's VMA at every extent. The memory stays readable and writable;
+ * decommit gives its pages back (MADV_DONTNEED: zero on the next touch, which
+ * jemalloc assumes of decommitted memory), commit counts it again and places
+ * its chunks, so the committed figure the budgets use is live. */
 static bool arena_commit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
                          size_t length, unsigned arena_ind)
 {
-  return tm_range_os()->commit((char *)addr + offset, length) != 0;
+  const arena_hooks_t *ah = (const arena_hooks_t *)h;
+  tm_policy_commit((char *)addr + offset, length, ah->tier, ah->pinned);
+  return false;
 }
 
-/* Opt out: decommitting (PROT_NONE) would split the range's VMA at every
- * extent; jemalloc then purges instead, which returns the pages just the same. */
 static bool arena_decommit(extent_hooks_t *h, void *addr, size_t size, size_t offset,
                            size_t length, unsigned arena_ind)
 {
-  return true;
+  if (tm_range_os()->purge((char *)addr + offset, length, 0) != 0) return true;
+  tm_policy_decommit((char *)addr + offset, length);
+  return false;
 }
 
 static bool arena_purge_lazy(extent_hooks_t *h, void *addr, size_t size, size_t offset,

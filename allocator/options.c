@@ -174,6 +174,10 @@ int tm_option_parse(tm_option_id_t id, const char *text, tm_option_value_t *out)
     if (err == 0 && v.percent) err = EINVAL;   /* no whole to take it of */
     break;
   case TM_OPT_SHARE:  err = opt_parse_size(text, n, &v.num, &v.percent); break;
+  case TM_OPT_PERCENT:
+    err = opt_parse_size(text, n, &v.num, &v.percent);
+    if (err == ERANGE || (err == 0 && !v.percent)) err = EINVAL;   /* a size is no share */
+    break;
   case TM_OPT_ENUM:   err = opt_parse_enum(text, n, d->choices, &v.num); break;
   case TM_OPT_STRING:
     if (n > TM_OPT_STRING_MAX - 1) {
@@ -219,6 +223,7 @@ static void opt_warn_bad(tm_option_id_t id, const char *text, int err)
     case TM_OPT_UINT:   what = "is not a number"; break;
     case TM_OPT_SIZE:   what = "is not a size"; break;
     case TM_OPT_SHARE:  what = "is not a size or a percentage"; break;
+    case TM_OPT_PERCENT: what = "is not a percentage (N%)"; break;
     case TM_OPT_ENUM:   what = "is not one of "; detail = d->choices; break;
     case TM_OPT_STRING: what = "is not a string"; break;   /* parse never says so */
     }

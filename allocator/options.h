@@ -18,6 +18,7 @@ typedef enum tm_option_type_e {
   TM_OPT_UINT,    /* decimal, 0 .. 2^63-1 */
   TM_OPT_SIZE,    /* bytes: 4096, 64K, 512M, 2G, 1T (powers of 1024, optional B/iB) */
   TM_OPT_SHARE,   /* a SIZE, or N% (0..100) of a whole that the option's user supplies */
+  TM_OPT_PERCENT, /* N% (0..100) */
   TM_OPT_ENUM,    /* one of the '|'-separated words in `choices` */
   TM_OPT_STRING,  /* any text up to TM_OPT_STRING_MAX-1 bytes */
 } tm_option_type_t;
@@ -38,10 +39,24 @@ typedef enum tm_option_secure_e {
   TM_OPT_SECURE_DROP = 2,
 } tm_option_secure_t;
 
+/* The budget of lower tier k (1 .. TIER_MAX_TIERS-1), as TOPTIER_* is tier 0's. */
+#define TM_TIER_BUDGET_OPTIONS(X, k)                                                               \
+  X(TIER##k##_MIN,     TM_OPT_SHARE,  "0",     NULL,               TM_OPT_SECURE_KEEP, "tier " #k " min, as TOPTIER_MIN is tier 0's (scaled from the cgroup by tier " #k "'s share)") \
+  X(TIER##k##_LOW,     TM_OPT_SHARE,  "0",     NULL,               TM_OPT_SECURE_KEEP, "tier " #k " low, as TOPTIER_LOW") \
+  X(TIER##k##_HIGH,    TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "tier " #k " high, as TOPTIER_HIGH; the lowest tier's high and max are where pageout will start") \
+  X(TIER##k##_MAX,     TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "tier " #k " max, as TOPTIER_MAX")
+
 /*     id                 type           default  choices             secure execution    doc */
 #define TM_OPTIONS(X)                                                                              \
   X(TIERS,             TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_KEEP, "tiers as ';'-separated NUMA nodelists, top first (e.g. 0,1;2;3); empty: discover from the kernel") \
-  X(TOPTIER_MAX,       TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "top-tier budget: bytes (K/M/G/T) or a percentage of the top tier's capacity; new extents go to the next tier down beyond it") \
+  X(TOPTIER_MIN,       TM_OPT_SHARE,  "0",     NULL,               TM_OPT_SECURE_KEEP, "top-tier min: bytes (K/M/G/T) or % of the top tier's capacity; never demoted below it; unset: the kernel's memory.toptier_min, else the cgroup's memory.min scaled by the tier's share of capacity, else 0") \
+  X(TOPTIER_LOW,       TM_OPT_SHARE,  "0",     NULL,               TM_OPT_SECURE_KEEP, "top-tier low: demoted below it only under memory pressure; unset: memory.toptier_low, else the cgroup's memory.low scaled, else 0") \
+  X(TOPTIER_HIGH,      TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "top-tier high: above it new memory goes to the next tier down; unset: memory.toptier_high, else the cgroup's memory.high (v1: soft limit) scaled, else unlimited") \
+  X(TOPTIER_MAX,       TM_OPT_SHARE,  "100%",  NULL,               TM_OPT_SECURE_KEEP, "top-tier max: the tier never receives new memory beyond it (it goes to the next tier down; nothing throttles or fails); unset: memory.toptier_max, else the cgroup's memory.max (v1: limit) scaled, else unlimited") \
+  X(TOPTIER_RATIO,     TM_OPT_PERCENT, "100%",  NULL,               TM_OPT_SECURE_KEEP, "the top tier's share (N%) of the cgroup's limits; unset: its share of the allowed nodes' capacity; lower tiers share the rest by capacity") \
+  TM_TIER_BUDGET_OPTIONS(X, 1) TM_TIER_BUDGET_OPTIONS(X, 2) TM_TIER_BUDGET_OPTIONS(X, 3) \
+  TM_TIER_BUDGET_OPTIONS(X, 4) TM_TIER_BUDGET_OPTIONS(X, 5) TM_TIER_BUDGET_OPTIONS(X, 6) \
+  TM_TIER_BUDGET_OPTIONS(X, 7) \
   X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,               TM_OPT_SECURE_KEEP, "address space reserved for each tier (costs no memory)") \
   X(NARENAS,           TM_OPT_UINT,   "0",     NULL,               TM_OPT_SECURE_KEEP, "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
   X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,               TM_OPT_SECURE_KEEP, "ms before unused dirty pages are returned to the kernel") \
@@ -58,6 +73,16 @@ typedef enum tm_option_id_e {
   TM_OPTION_COUNT
 } tm_option_id_t;
 
+/* The option of limit `limit` (TM_LIMIT_MIN..MAX order: min, low, high, max)
+ * of tier `tier`'s budget. */
+static inline tm_option_id_t tm_option_budget(unsigned tier, unsigned limit)
+{
+  return tier == 0 ? (tm_option_id_t)(TM_OPTION_TOPTIER_MIN + limit)
+                   : (tm_option_id_t)(TM_OPTION_TIER1_MIN + 4 * (tier - 1) + limit);
+}
+_Static_assert(TM_OPTION_TOPTIER_MAX == TM_OPTION_TOPTIER_MIN + 3, "budget options in order");
+_Static_assert(TM_OPTION_TIER7_MAX == TM_OPTION_TIER1_MIN + 27, "budget options in order");
+
 typedef struct tm_option_desc_s {
   const char *name;       /* "TIERS": the variable is TIERMALLOC_TIERS */
   tm_option_type_t type;
@@ -68,7 +93,7 @@ typedef struct tm_option_desc_s {
 } tm_option_desc_t;
 
 typedef struct tm_option_value_s {
-  uint64_t num;           /* BOOL 0/1, UINT, SIZE/SHARE in bytes or percent, ENUM index */
+  uint64_t num;           /* BOOL 0/1, UINT, SIZE/SHARE in bytes or percent, PERCENT, ENUM index */
   bool percent;           /* SHARE given as N% (num is N, 0..100) */
   bool set;               /* came from the environment (not the default) */
   char str[TM_OPT_STRING_MAX];  /* STRING */

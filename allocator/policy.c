@@ -1,45 +1,56 @@
 #include "policy.h"
 
-#include "options.h"
+#include "budget.h"
+#include "chunkmap.h"
 #include "range.h"
 
-static uint64_t policy_max[TIER_MAX_TIERS];
-static uint64_t policy_baseline[TIER_MAX_TIERS];   /* arenas' start-up metadata */
+static const tm_topology_t *policy_topo;
 static unsigned policy_ntiers;
+static uint64_t policy_baseline[TIER_MAX_TIERS];   /* charged chunks of start-up metadata */
 
 void tm_policy_init(const tm_topology_t *topo)
 {
+  policy_topo = topo;
   policy_ntiers = (unsigned)topo->ntiers;
-  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) policy_max[t] = UINT64_MAX;
-  /* A budget only means something when there is a tier to spill into, and
-   * a percentage of an unknown capacity is no budget. */
-  uint64_t cap = topo->tier[0].capacity;
-  if (policy_ntiers > 1 && !(tm_option(TM_OPTION_TOPTIER_MAX)->percent && cap == 0))
-    policy_max[0] = tm_option_size(TM_OPTION_TOPTIER_MAX, cap);
-}
-
-uint64_t tm_policy_max(unsigned t)
-{
-  return t < TIER_MAX_TIERS ? policy_max[t] : UINT64_MAX;
 }
 
 void tm_policy_baseline(void)
 {
-  for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_range_mapped(t);
+  for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_chunk_charged(t);
 }
 
-static int policy_has_room(unsigned t, size_t size)
+uint64_t tm_policy_used(unsigned t)
 {
-  uint64_t used = tm_range_mapped(t) - policy_baseline[t];
-  return used + size >= used && used + size <= policy_max[t];
+  uint64_t c = tm_chunk_charged(t);
+  c = c > policy_baseline[t] ? c - policy_baseline[t] : 0;
+  return c << TM_CHUNK_SHIFT;
+}
+
+/* Charged chunks tier t may hold (UINT64_MAX: unbounded). The lowest tier is
+ * never bounded for placement: there is nowhere further down to go, and its
+ * high and max are for pageout. A single tier has no budget to place by. */
+static uint64_t policy_chunk_limit(unsigned t)
+{
+  uint64_t limit = tm_budget_placement_limit(t);
+  if (t + 1 >= policy_ntiers || limit == TM_BUDGET_UNLIMITED) return UINT64_MAX;
+  return (limit >> TM_CHUNK_SHIFT) + policy_baseline[t];
+}
+
+static int policy_has_room(unsigned t)
+{
+  return tm_chunk_charged(t) < policy_chunk_limit(t);
 }
 
 void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align)
 {
-  if (pinned) return tm_range_carve(pref, size, align);
-  /* Within budgets: the preferred tier, then each tier below it. */
+  tm_budget_refresh();
+  if (pinned) {
+    /* Whole chunks, so no automatic arena's extent ever shares one. */
+    size_t whole = (size + TM_CHUNK_SIZE - 1) & ~(TM_CHUNK_SIZE - 1);
+    return tm_range_carve(pref, whole, align > TM_CHUNK_SIZE ? align : TM_CHUNK_SIZE);
+  }
   for (unsigned t = pref; t < policy_ntiers; t++) {
-    if (!policy_has_room(t, size)) continue;
+    if (!policy_has_room(t)) continue;
     void *p = tm_range_carve(t, size, align);
     if (p) return p;
   }
@@ -50,4 +61,64 @@ void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align)
     if (p) return p;
   }
   return NULL;
+}
+
+/* The tier for an empty chunk of an arena that prefers `pref`, its charge
+ * reserved there. */
+static unsigned policy_choose(unsigned pref)
+{
+  for (unsigned t = pref; t + 1 < policy_ntiers; t++)
+    if (tm_chunk_reserve(t, policy_chunk_limit(t))) return t;
+  unsigned last = policy_ntiers ? policy_ntiers - 1 : 0;
+  tm_chunk_reserve(last, UINT64_MAX);
+  return last;
+}
+
+static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
+{
+  unsigned home = tm_chunk_home(c), cur = tm_chunk_tier(c);
+  unsigned t;
+  if (pinned) {
+    t = home;
+    tm_chunk_reserve(t, UINT64_MAX);
+  } else {
+    t = policy_choose(pref < policy_ntiers ? pref : 0);
+  }
+  if (t != cur) {
+    const tm_tier_t *tier = &policy_topo->tier[t];
+    int err = tm_range_os()->bind((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, &tier->nodes,
+                                  tier->first_node);
+    if (err != 0) {
+      /* Pages go where the chunk was bound: count them there. */
+      tm_chunk_unreserve(t);
+      tm_chunk_reserve(cur, UINT64_MAX);
+      t = cur;
+    }
+  }
+  tm_chunk_place(c, t, n);
+}
+
+void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)
+{
+  uintptr_t a = (uintptr_t)p, end = a + size;
+  if (tm_chunk_of(p) == NULL) return;
+  while (a < end) {
+    uintptr_t next = (a & ~(TM_CHUNK_SIZE - 1)) + TM_CHUNK_SIZE;
+    uint32_t n = (uint32_t)((next < end ? next : end) - a);
+    tm_chunk_t *c = tm_chunk_of((void *)a);
+    if (tm_chunk_commit_bytes(c, n) == 0) policy_place(c, n, pref, pinned);
+    a += n;
+  }
+}
+
+void tm_policy_decommit(void *p, size_t size)
+{
+  uintptr_t a = (uintptr_t)p, end = a + size;
+  if (tm_chunk_of(p) == NULL) return;
+  while (a < end) {
+    uintptr_t next = (a & ~(TM_CHUNK_SIZE - 1)) + TM_CHUNK_SIZE;
+    uint32_t n = (uint32_t)((next < end ? next : end) - a);
+    tm_chunk_decommit_bytes(tm_chunk_of((void *)a), n);
+    a += n;
+  }
 }

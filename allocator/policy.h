@@ -1,14 +1,23 @@
 /*
- * policy: which tier a new extent goes to.
+ * policy: which tier new memory goes to, chunk by chunk.
  *
- * The seam the budgets plug into. Today: an extent goes to the preferred
- * tier while that tier's budget (max) has room for it, else to the next tier
- * down, and as a last resort to any tier with address space left. The only
- * budget today is TIERMALLOC_TOPTIER_MAX on tier 0; lower tiers are
- * unlimited. Counted in mapped bytes (less the start-up metadata, see
- * tm_policy_baseline): the hooks know them exactly, and resident <= mapped,
- * so a budget in mapped bytes is never exceeded in pages.
- * Called from extent hooks only (slow path).
+ * Two decisions, both on the allocator's slow path (extent hooks):
+ *   - carve: which range a new extent's address space comes from (its home
+ *     tier): the first tier from the arena's preferred one down whose budget
+ *     has room for a chunk, else the lowest tier with address space left;
+ *   - commit: which tier each chunk's pages go to, when the chunk gets its
+ *     first committed byte (a new extent, or one jemalloc reuses after giving
+ *     its pages back): again the first tier from the preferred one down with
+ *     room in its budget (tm_budget_placement_limit: the lower of high and
+ *     max), else the lowest tier. A chunk whose choice is not its current
+ *     tier is bound to the chosen tier's nodes first (it has no pages then,
+ *     so nothing moves). One extent can so span two tiers, and a tier fills
+ *     its budget to within one chunk and never past it. Nothing throttles and
+ *     nothing fails for a budget.
+ * Budgets are counted in charged chunks (chunkmap.h), a live figure: a budget
+ * recovers as jemalloc gives memory back. The arenas' start-up metadata is
+ * taken out (tm_policy_baseline). tier_malloc's pinned arenas take whole
+ * chunks of their own tier, whatever its budget.
  */
 #ifndef TM_POLICY_H
 #define TM_POLICY_H
@@ -18,19 +27,28 @@
 
 #include "topology.h"
 
-/* Sets the budgets from the options and the topology. */
+/* Remembers the topology; the budgets are budget.c's (tm_budget_init). */
 void tm_policy_init(const tm_topology_t *topo);
 
-/* Carves an extent for an arena that prefers tier `pref`; pinned arenas
- * (tier_malloc) take only `pref`. Returns the memory or NULL. */
+/* Carves an extent's address space (RW, no pages) for an arena that prefers
+ * tier `pref`; pinned arenas take only `pref`, in whole chunks. Returns the
+ * memory or NULL. Counts nothing as committed. */
 void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align);
+
+/* jemalloc commits [p, p+size) (at carve time, or on reuse): counts the bytes
+ * and places every chunk that was empty. Memory outside the ranges is
+ * ignored. */
+void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned);
+
+/* jemalloc decommitted [p, p+size) (its pages were given back). */
+void tm_policy_decommit(void *p, size_t size);
 
 /* Takes what the tiers hold now (the arenas' start-up metadata: one 2 MiB
  * base block per arena, nearly untouched) out of the budgets, so they bound
  * the program's data, not the allocator's empty reservations. */
 void tm_policy_baseline(void);
 
-/* The max budget of tier t in bytes (UINT64_MAX: unlimited). */
-uint64_t tm_policy_max(unsigned t);
+/* Bytes tier t holds against its budget: charged chunks less the baseline. */
+uint64_t tm_policy_used(unsigned t);
 
 #endif

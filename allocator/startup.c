@@ -8,6 +8,8 @@
 
 #include "account.h"
 #include "arena.h"
+#include "budget.h"
+#include "chunkmap.h"
 #include "je.h"
 #include "log.h"
 #include "options.h"
@@ -57,12 +59,21 @@ static void start_verbose(void)
   tm_warn("%d tier(s) from %s; ranges %s, %llu MiB each", start_topo.ntiers,
           tm_topology_source_name(start_topo.source), tm_ranges.n ? "active" : "inactive",
           (unsigned long long)(tm_ranges.size >> 20));
+  tm_budgets_t b;
+  tm_budget_snapshot(&b);
+  tm_warn("budgets from %s %s", tm_cgroup_version_name(b.cgroup.version), b.cgroup.path);
   for (int t = 0; t < start_topo.ntiers; t++) {
-    char nodes[128];
+    char nodes[128], why[256];
     tm_nodelist_format(&start_topo.tier[t].nodes, nodes, sizeof nodes);
-    tm_warn("tier %d: nodes %s, capacity %llu MiB, max %llu MiB", t, nodes,
-            (unsigned long long)(start_topo.tier[t].capacity >> 20),
-            (unsigned long long)(tm_policy_max((unsigned)t) >> 20));
+    tm_warn("tier %d: nodes %s, capacity %llu MiB", t, nodes,
+            (unsigned long long)(start_topo.tier[t].capacity >> 20));
+    bool any = false;
+    for (unsigned l = TM_LIMIT_COUNT; l-- > 0;) {
+      if (b.tier[t][l].source == TIER_BUDGET_NONE) continue;
+      any = true;
+      tm_warn("tier %d: %s", t, tm_budget_explain(&b, (unsigned)t, l, why, sizeof why));
+    }
+    if (!any) tm_warn("tier %d: no budget (no limit from the environment or the cgroup)", t);
   }
   tm_warn("jemalloc: %s", start_je_conf);
 }
@@ -128,6 +139,8 @@ static void start_run(void)
   start_je_conf_build();
   tm_ranges_init(&start_topo, tm_option_size(TM_OPTION_RESERVE, 0), start_huge_min(),
                  &tm_os_linux);
+  tm_chunkmap_init();
+  tm_budget_init(&start_topo, "");
   tm_policy_init(&start_topo);
   tm_account_init();
   tmje_malloc_message = start_je_message;

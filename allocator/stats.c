@@ -9,9 +9,12 @@
 #include <unistd.h>
 
 #include "account.h"
+#include "budget.h"
+#include "chunkmap.h"
 #include "log.h"
 #include "options.h"
 #include "outfile.h"
+#include "policy.h"
 #include "range.h"
 #include "resident.h"
 #include "startup.h"
@@ -42,11 +45,31 @@ int tm_stats_snapshot(tier_stats_t *s)
   for (unsigned t = 0; t < s->ntiers; t++) {
     tier_stats_tier_t *o = &s->tier[t];
     o->capacity = topo->tier[t].capacity;
-    o->mapped = o->committed = tm_range_mapped(t);
+    o->mapped = tm_range_mapped(t);
+    o->committed = tm_chunk_committed(t);
+    o->used = tm_policy_used(t);
     o->allocated = allocated[t];
     o->resident = res.tier[t];
     memcpy(o->nodes, topo->tier[t].nodes.w, sizeof o->nodes);
   }
+  tm_budgets_t b;
+  tm_budget_snapshot(&b);
+  for (unsigned t = 0; t < s->ntiers && (int)t < b.ntiers; t++) {
+    tier_stats_tier_t *o = &s->tier[t];
+    const tm_budget_limit_t *l = b.tier[t];
+    o->budget.min = l[TM_LIMIT_MIN].bytes;
+    o->budget.low = l[TM_LIMIT_LOW].bytes;
+    o->budget.high = l[TM_LIMIT_HIGH].bytes;
+    o->budget.max = l[TM_LIMIT_MAX].bytes;
+    /* The strongest source among the four (the enum is in precedence order). */
+    tier_budget_source_t src = TIER_BUDGET_NONE;
+    for (unsigned i = 0; i < TM_LIMIT_COUNT; i++)
+      if (l[i].source != TIER_BUDGET_NONE && (src == TIER_BUDGET_NONE || l[i].source < src))
+        src = l[i].source;
+    o->budget.source = (uint32_t)src;
+  }
+  memcpy(s->cgroup, b.cgroup.path, sizeof s->cgroup);
+  s->cgroup[sizeof s->cgroup - 1] = '\0';
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
   s->resident_other = res.other;
   return err;
@@ -102,6 +125,31 @@ static void stats_put_ns(stats_out_t *o, uint64_t v)
 
 #define stats_put_unit(o, unit, v) stats_put_##unit(o, v)
 
+/* A budget limit: bytes, or "unlimited" (text) / null (JSON). */
+static void stats_put_limit(stats_out_t *o, bool json, uint64_t v)
+{
+  if (json) {
+    if (v == TIER_UNLIMITED) stats_put(o, "null");
+    else stats_put(o, "%llu", (unsigned long long)v);
+  } else if (v == TIER_UNLIMITED) {
+    stats_put(o, " %14s", "unlimited");
+  } else {
+    stats_put_bytes(o, v);
+  }
+}
+
+/* A string for JSON: quotes, backslashes and control bytes escaped. */
+static void stats_put_json_str(stats_out_t *o, const char *str)
+{
+  stats_put(o, "\"");
+  for (const unsigned char *c = (const unsigned char *)str; *c; c++) {
+    if (*c == '"' || *c == '\\') stats_put(o, "\\%c", *c);
+    else if (*c < 0x20) stats_put(o, "\\u%04x", *c);
+    else stats_put(o, "%c", *c);
+  }
+  stats_put(o, "\"");
+}
+
 void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format)
 {
@@ -130,7 +178,12 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
 #define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)ti->name);
       TIER_STATS_TIER_FIELDS(X)
 #undef X
-      stats_put(&o, "}");
+      stats_put(&o, ",\"budget\":{");
+#define X(name, unit, doc) stats_put(&o, "\"" #name "\":"); stats_put_limit(&o, true, ti->budget.name); stats_put(&o, ",");
+      TIER_STATS_BUDGET_FIELDS(X)
+#undef X
+      stats_put(&o, "\"source\":\"%s\"}}",
+                tm_budget_source_name((tier_budget_source_t)ti->budget.source));
     } else {
       stats_put(&o, "%-4u %-10s", t, nodes);
 #define X(name, unit, doc) stats_put_unit(&o, unit, ti->name);
@@ -140,8 +193,24 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
     }
   }
   if (json) {
-    stats_put(&o, "]}\n");
+    stats_put(&o, "],\"cgroup\":");
+    stats_put_json_str(&o, s->cgroup);
+    stats_put(&o, "}\n");
   } else {
+    stats_put(&o, "%-4s %-10s", "tier", "budget");
+#define X(name, unit, doc) stats_put(&o, " %14s", #name);
+    TIER_STATS_BUDGET_FIELDS(X)
+#undef X
+    stats_put(&o, "  source\n");
+    for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
+      const tier_stats_tier_t *ti = &s->tier[t];
+      stats_put(&o, "%-4u %-10s", t, "");
+#define X(name, unit, doc) stats_put_limit(&o, false, ti->budget.name);
+      TIER_STATS_BUDGET_FIELDS(X)
+#undef X
+      stats_put(&o, "  %s\n", tm_budget_source_name((tier_budget_source_t)ti->budget.source));
+    }
+    stats_put(&o, "%-20s %s\n", "cgroup", s->cgroup[0] ? s->cgroup : "(none)");
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
 #undef X

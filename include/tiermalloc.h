@@ -32,9 +32,12 @@ extern "C" {
 /* Number of tiers, at least 1. Tier 0 is the top (fastest). */
 int tier_count(void);
 
-/* Tier whose reserved range holds p, or TIER_NONE. O(1), no syscall.
- * This is where tiermalloc asked the kernel to place p's pages; where the
- * pages actually are is measured by tier_stats_get (resident). */
+/* The tier p's pages are bound to now, or TIER_NONE. O(1), no syscall, no
+ * lock: it reads the entry of p's 2 MiB chunk. That is the tier tiermalloc
+ * asked the kernel to put the pages on (its current tier), which can differ
+ * from the tier whose address range holds p (its home tier) when the chunk
+ * was spilled to another tier. Where the pages actually are is measured by
+ * tier_stats_get (resident). */
 int tier_of(const void *p);
 
 /* Like malloc, but from arenas pinned to tier `tier` (no fallback to another
@@ -48,18 +51,31 @@ void tier_free(void *p);
 /* ---- Statistics ----------------------------------------------------------
  * Each field is defined once, here, with its unit (bytes or ns); the text
  * and JSON printers and the tests walk these lists.
- *   allocated <= committed <= mapped per tier; resident <= committed summed
- *   over the tiers (per tier too, unless the kernel had to put pages of a
- *   tier's range on another tier's nodes because the tier was full).
+ * Which tier a figure follows:
+ *   home (the address range): mapped, allocated;
+ *   current (where the chunk's pages are bound): committed, used;
+ *   measured (where the pages are): resident.
+ * Summed over the tiers: allocated <= committed <= mapped, and
+ * resident <= committed. Per tier, allocated <= mapped; committed and
+ * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 1
+#define TIER_STATS_VERSION 2
+#define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
   X(capacity,  bytes, "memory of the tier's nodes (node meminfo MemTotal)")          \
-  X(mapped,    bytes, "address space handed to the allocator from the tier's range") \
-  X(committed, bytes, "mapped bytes that are readable and writable")                 \
-  X(allocated, bytes, "bytes in live allocations (usable size) on the tier's range") \
+  X(mapped,    bytes, "address space handed to the allocator from the tier's range (home)") \
+  X(committed, bytes, "bytes the allocator holds committed in chunks bound to the tier (current; shrinks as pages are given back)") \
+  X(used,      bytes, "what the tier's budget is checked against: 2 MiB chunks with committed bytes, less start-up metadata (current)") \
+  X(allocated, bytes, "bytes in live allocations (usable size) on the tier's range (home)") \
   X(resident,  bytes, "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
+
+/* The tier's budget (TIER_UNLIMITED: no limit), see tier_stats_tier_t. */
+#define TIER_STATS_BUDGET_FIELDS(X)                                            \
+  X(min,  bytes, "never demoted below this")                                          \
+  X(low,  bytes, "demoted below this only under memory pressure")                     \
+  X(high, bytes, "above this new memory goes to the next tier down; reclaim demotes") \
+  X(max,  bytes, "never more than this")
 
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
   X(unplaced_allocated, bytes, "live bytes outside every tier range (jemalloc's start-up memory, or memory mapped once the ranges were full)") \
@@ -68,10 +84,26 @@ void tier_free(void *p);
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 
+/* Where a tier's budget came from (the highest-precedence source of its four
+ * limits). */
+typedef enum tier_budget_source_e {
+  TIER_BUDGET_NONE = 0,   /* no limit set */
+  TIER_BUDGET_ENV,        /* TIERMALLOC_TOPTIER_* / TIERMALLOC_TIER<k>_* */
+  TIER_BUDGET_KERNEL,     /* the cgroup's memory.toptier_* files */
+  TIER_BUDGET_CGROUP_V2,  /* memory.{min,low,high,max} x tier capacity / total */
+  TIER_BUDGET_CGROUP_V1,  /* memory.{soft_,}limit_in_bytes x tier capacity / total */
+  TIER_BUDGET_RATIO,      /* the cgroup's limits x TIERMALLOC_TOPTIER_RATIO */
+} tier_budget_source_t;
+
 typedef struct tier_stats_tier_s {
 #define TIER_STATS_FIELD_(name, unit, doc) uint64_t name;
   TIER_STATS_TIER_FIELDS(TIER_STATS_FIELD_)
   uint64_t nodes[TIER_NODE_WORDS];  /* bit n set: NUMA node n is in the tier */
+  struct {
+    TIER_STATS_BUDGET_FIELDS(TIER_STATS_FIELD_)
+    uint32_t source;                /* tier_budget_source_t */
+    uint32_t reserved_;
+  } budget;
 } tier_stats_tier_t;
 
 typedef struct tier_stats_s {
@@ -80,6 +112,7 @@ typedef struct tier_stats_s {
   TIER_STATS_GLOBAL_FIELDS(TIER_STATS_FIELD_)
 #undef TIER_STATS_FIELD_
   tier_stats_tier_t tier[TIER_MAX_TIERS];
+  char cgroup[256];                 /* the process's cgroup ("/app/worker"), "" when none */
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

@@ -5,6 +5,7 @@
 
 #include "account.h"
 #include "arena.h"
+#include "chunkmap.h"
 #include "je.h"
 #include "range.h"
 #include "shim.h"
@@ -20,7 +21,9 @@ TM_EXPORT int tier_count(void)
 
 TM_EXPORT int tier_of(const void *p)
 {
-  unsigned i = tm_range_index(p);
+  const tm_chunk_t *c = tm_chunk_of(p);
+  if (c != NULL) return (int)tm_chunk_tier(c);
+  unsigned i = tm_range_index(p);   /* no chunk map: the home tier */
   return i == TM_RANGE_OTHER ? TIER_NONE : (int)i;
 }
 

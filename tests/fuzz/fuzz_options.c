@@ -36,7 +36,7 @@ static int ref_parse(tm_option_id_t id, const char *text, uint64_t *num, int *pe
     }
     return EINVAL;
   }
-  case TM_OPT_UINT: case TM_OPT_SIZE: case TM_OPT_SHARE: {
+  case TM_OPT_UINT: case TM_OPT_SIZE: case TM_OPT_SHARE: case TM_OPT_PERCENT: {
     size_t i = 0;
     unsigned __int128 v = 0; int big = 0;
     for (; i < n && text[i] >= '0' && text[i] <= '9'; i++) {
@@ -50,6 +50,7 @@ static int ref_parse(tm_option_id_t id, const char *text, uint64_t *num, int *pe
       if (big || v > INT64_MAX) return ERANGE;
       *num = (uint64_t)v; return 0;
     }
+    if (d->type == TM_OPT_PERCENT && !(rn == 1 && r[0] == '%')) return EINVAL;
     if (rn == 1 && r[0] == '%') {
       if (d->type == TM_OPT_SIZE) return EINVAL;
       if (big || v > 100) return EINVAL;
@@ -109,6 +110,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case TM_OPT_BOOL: if (out.num > 1 || out.percent) FAIL("bool %llu", (unsigned long long)out.num); break;
     case TM_OPT_UINT: case TM_OPT_SIZE:
       if (out.num > INT64_MAX || out.percent) FAIL("uint/size %llu pct %d", (unsigned long long)out.num, out.percent); break;
+    case TM_OPT_PERCENT:
+      if (!out.percent || out.num > 100) FAIL("percent %llu", (unsigned long long)out.num);
+      break;
     case TM_OPT_SHARE:
       if (out.percent && out.num > 100) FAIL("percent %llu", (unsigned long long)out.num);
       if (out.num > INT64_MAX) FAIL("share %llu", (unsigned long long)out.num);

@@ -9,6 +9,8 @@
 #include <sys/resource.h>
 
 #include "arena.h"
+#include "budget.h"
+#include "chunkmap.h"
 #include "options.h"
 #include "policy.h"
 #include "range.h"
@@ -37,7 +39,8 @@ static int hk_commit(void *p, size_t size)
 
 static int hk_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
 {
-  hk.bound[hk.bind++] = *nodes;
+  if (hk.bind < TIER_MAX_TIERS) hk.bound[hk.bind] = *nodes;
+  hk.bind++;
   tm_os_linux.bind(p, size, nodes, first_node);   /* node1 does not exist on a one-node host */
   return 0;
 }
@@ -60,20 +63,34 @@ static const tm_os_t hk_os = { .reserve = hk_reserve, .commit = hk_commit, .bind
 
 #define HK_HUGE_MIN ((size_t)4 << 20)
 
+static tm_topology_t hk_topo;   /* the budgets and the policy keep a pointer to it */
+
 /* Two tiers (the DRAM + CXL fixture), 1 GiB ranges, huge pages for carves
- * of 4 MiB and more (TIERMALLOC_THP=auto), hooks on every arena. */
+ * of 4 MiB and more (TIERMALLOC_THP=auto), hooks on every arena, and a
+ * top-tier budget from the environment only (no cgroup under the root the
+ * budgets read). */
 static void hk_setup(const char *toptier_max)
 {
   char opt[64];
   snprintf(opt, sizeof opt, "TIERMALLOC_TOPTIER_MAX=%s", toptier_max);
   char *env[] = { opt, NULL };
   tm_options_init_from(env, false);
-  tm_topology_t topo;
-  cr_assert_eq(tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
-  cr_assert_eq(tm_ranges_init(&topo, (size_t)1 << 30, HK_HUGE_MIN, &hk_os), 0);
-  tm_policy_init(&topo);
+  cr_assert_eq(tm_topology_discover(&hk_topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
+  cr_assert_eq(tm_ranges_init(&hk_topo, (size_t)1 << 30, HK_HUGE_MIN, &hk_os), 0);
+  cr_assert_eq(tm_chunkmap_init(), 0);
+  tm_budget_init(&hk_topo, "/nonexistent");
+  tm_policy_init(&hk_topo);
   cr_assert_eq(tm_arenas_init(2), 0);
   tm_arena_drain_unplaced();   /* as at start-up: arena 0's pre-hook rest is out of use */
+  tm_policy_baseline();
+}
+
+/* Current tier of p's chunk. */
+static unsigned hk_tier(const void *p)
+{
+  tm_chunk_t *c = tm_chunk_of(p);
+  cr_assert_not_null(c, "%p is outside the ranges", p);
+  return tm_chunk_tier(c);
 }
 
 Test(hooks, ranges_are_reserved_once_and_bound_per_tier)
@@ -219,34 +236,77 @@ Test(hooks, purge_returns_pages_of_freed_extents)
   cr_expect_geq(hk.purge_bytes[1], (size_t)8 << 20);
 }
 
-Test(hooks, over_the_top_tier_budget_extents_go_down_a_tier)
+Test(hooks, over_the_top_tier_budget_chunks_go_down_a_tier)
 {
   hk_setup("4M");
-  cr_expect_eq(tm_policy_max(0), 4u << 20);
-  /* The pinned tier-0 arena's metadata is placed on tier 0 whatever the
-   * budget (pinned means pinned); automatic placements must not add to it
-   * beyond the budget. */
-  uint64_t limit = tm_range_mapped(0) > (4u << 20) ? tm_range_mapped(0) : (4u << 20);
+  cr_expect_eq(tm_budget_get(0, TM_LIMIT_MAX), 4u << 20);
   void *p[8];
   tm_arena_thread_bind();
   for (int i = 0; i < 8; i++) {
     p[i] = tmje_mallocx(2 << 20, MALLOCX_TCACHE_NONE);
     cr_assert_not_null(p[i]);
   }
-  cr_expect_leq(tm_range_mapped(0), limit, "tier 0 stays within its budget (%llu)", (unsigned long long)tm_range_mapped(0));
-  cr_expect_eq(tm_range_index(p[7]), 1u, "later extents are on tier 1");
+  cr_expect_leq(tm_policy_used(0), 4u << 20, "tier 0 stays within its budget (%llu)",
+                (unsigned long long)tm_policy_used(0));
+  cr_expect_eq(hk_tier(p[7]), 1u, "later blocks are on tier 1");
   for (int i = 0; i < 8; i++) tmje_dallocx(p[i], MALLOCX_TCACHE_NONE);
+}
+
+/* One extent across the budget boundary: its first chunks on tier 0 up to
+ * the budget, the rest bound to tier 1 (and told so by the chunk map). */
+Test(hooks, one_extent_spans_the_budget_boundary)
+{
+  hk_setup("6M");
+  int flags = MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE;
+  int binds = hk.bind;
+  char *p = tmje_mallocx(16 << 20, flags);
+  cr_assert_not_null(p);
+  cr_expect_eq(tm_range_index(p), 0u, "carved from the top tier's range (its home)");
+  cr_expect_eq(hk_tier(p), 0u, "the first chunk is on tier 0");
+  cr_expect_eq(hk_tier(p + (16 << 20) - 1), 1u, "the last chunk is on tier 1");
+  cr_expect_gt(hk.bind, binds, "spilled chunks were bound to tier 1's nodes");
+  uint64_t used = tm_policy_used(0);
+  cr_expect(used <= (6u << 20) && used >= (4u << 20),
+            "tier 0 holds %llu bytes of its 6 MiB budget (within one chunk, never past it)",
+            (unsigned long long)used);
+  /* Every chunk of the block, in order: tier 0, then tier 1, never back. */
+  unsigned last = 0;
+  for (size_t off = 0; off < (16u << 20); off += TM_CHUNK_SIZE) {
+    unsigned t = hk_tier(p + off);
+    cr_expect_geq(t, last, "chunk at +%zu MiB is on tier %u after tier %u", off >> 20, t, last);
+    last = t;
+  }
+  tmje_dallocx(p, flags);
+}
+
+/* The budget is checked against a live figure: once jemalloc gives the pages
+ * of a freed peak back (decommit), the top tier takes new memory again. */
+Test(hooks, budget_recovers_after_a_peak_is_freed)
+{
+  hk_setup("8M");
+  int flags = MALLOCX_ARENA(0) | MALLOCX_TCACHE_NONE;
+  char *peak = tmje_mallocx(32 << 20, flags);
+  cr_assert_not_null(peak);
+  cr_expect_geq(tm_policy_used(0), 6u << 20, "the peak filled the budget");
+  cr_expect_eq(hk_tier(peak + (32 << 20) - 1), 1u, "and spilled");
+  tmje_dallocx(peak, flags);
+  cr_assert_eq(tmje_mallctl("arena.0.purge", NULL, NULL, NULL, 0), 0);
+  cr_expect_lt(tm_policy_used(0), 2u << 20, "tier 0 still holds %llu bytes after the purge",
+               (unsigned long long)tm_policy_used(0));
+  char *again = tmje_mallocx(4 << 20, flags);
+  cr_assert_not_null(again);
+  cr_expect_eq(hk_tier(again), 0u, "new memory is on tier 0 again");
+  cr_expect_eq(hk_tier(again + (4 << 20) - 1), 0u);
+  tmje_dallocx(again, flags);
 }
 
 Test(hooks, percentage_budget_is_of_top_tier_capacity)
 {
   hk_setup("50%");
   /* node0 of the fixture: MemTotal 514356 kB. */
-  tm_topology_t topo;
-  tm_topology_discover(&topo, "tests/fixtures/dram-cxl-6.12", NULL);
-  cr_expect_eq(topo.tier[0].capacity, 514356ull * 1024);
-  cr_expect_eq(tm_policy_max(0), topo.tier[0].capacity / 2);
-  cr_expect_eq(tm_policy_max(1), UINT64_MAX);
+  cr_expect_eq(hk_topo.tier[0].capacity, 514356ull * 1024);
+  cr_expect_eq(tm_budget_get(0, TM_LIMIT_MAX), hk_topo.tier[0].capacity / 2);
+  cr_expect_eq(tm_budget_get(1, TM_LIMIT_MAX), TM_BUDGET_UNLIMITED);
 }
 
 Test(hooks, merge_only_within_a_tier_and_dalloc_retains)

@@ -564,6 +564,7 @@ static const char *opt_type_word(const tm_option_desc_t *d)
   case TM_OPT_UINT:   return "number";
   case TM_OPT_SIZE:   return "size";
   case TM_OPT_SHARE:  return "size or %";
+  case TM_OPT_PERCENT: return "percentage";
   case TM_OPT_ENUM:   return "one of ";
   case TM_OPT_STRING: return "string";
   }

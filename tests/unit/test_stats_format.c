@@ -16,10 +16,16 @@ static tier_stats_t fmt_sample(void)
   s.resident_other = 0;
   s.resident_sample_ns = 1500000;
   s.tier[0] = (tier_stats_tier_t){ .capacity = 512ull << 20, .mapped = 32ull << 20,
-                                   .committed = 32ull << 20, .allocated = 3ull << 20,
-                                   .resident = 5ull << 20, .nodes = { 1 } };
+                                   .committed = 32ull << 20, .used = 30ull << 20,
+                                   .allocated = 3ull << 20, .resident = 5ull << 20,
+                                   .nodes = { 1 },
+                                   .budget = { .min = 0, .low = 1024, .high = 64ull << 20,
+                                               .max = 100ull << 20,
+                                               .source = TIER_BUDGET_CGROUP_V2 } };
   s.tier[1] = (tier_stats_tier_t){ .capacity = 1ull << 30, .mapped = 10, .committed = 10,
-                                   .allocated = 9, .resident = 0, .nodes = { 6 } };
+                                   .used = 0, .allocated = 9, .resident = 0, .nodes = { 6 },
+                                   .budget = { .high = TIER_UNLIMITED, .max = TIER_UNLIMITED } };
+  strcpy(s.cgroup, "/app/\"w\"");
   return s;
 }
 
@@ -29,12 +35,15 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":1,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "{\"version\":2,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
     "\"resident_sample_ns\":1500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
-    "\"allocated\":3145728,\"resident\":5242880},"
+    "\"used\":31457280,\"allocated\":3145728,\"resident\":5242880,"
+    "\"budget\":{\"min\":0,\"low\":1024,\"high\":67108864,\"max\":104857600,\"source\":\"cgroup v2\"}},"
     "{\"tier\":1,\"nodes\":\"1-2\",\"capacity\":1073741824,\"mapped\":10,\"committed\":10,"
-    "\"allocated\":9,\"resident\":0}]}\n");
+    "\"used\":0,\"allocated\":9,\"resident\":0,"
+    "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\"}}],"
+    "\"cgroup\":\"/app/\\\"w\\\"\"}\n");
 }
 
 Test(stats_format, text_is_a_table_with_units)
@@ -46,7 +55,11 @@ Test(stats_format, text_is_a_table_with_units)
 #define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
+  TIER_STATS_BUDGET_FIELDS(X)
 #undef X
+  cr_expect(strstr(b.s, "unlimited") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "cgroup v2") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "100.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "512.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "1-2") != NULL);
   cr_expect(strstr(b.s, "1.500 ms") != NULL, "%s", b.s);

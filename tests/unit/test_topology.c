@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "topology.h"
+#include "capture.h"
 
 #define FIXTURES "tests/fixtures"
 #define KB 1024ULL
@@ -58,38 +59,6 @@ static void topo_check_unplaced(const tm_topology_t *t)
     cr_assert_eq(t->node_tier[n], in, "node %d: node_tier %d but in tier %d", n, t->node_tier[n],
                  in);
   }
-}
-
-/* stderr capture, for the warnings (tm_warn writes fd 2 directly). */
-static int topo_saved_stderr = -1;
-static FILE *topo_errf;
-
-static void topo_capture_begin(void)
-{
-  topo_errf = tmpfile();
-  cr_assert_not_null(topo_errf);
-  topo_saved_stderr = dup(2);
-  dup2(fileno(topo_errf), 2);
-}
-
-/* Ends the capture and returns what was written (a static buffer). */
-static const char *topo_capture_end(void)
-{
-  static char out[4096];
-  dup2(topo_saved_stderr, 2);
-  close(topo_saved_stderr);
-  rewind(topo_errf);
-  size_t n = fread(out, 1, sizeof out - 1, topo_errf);
-  out[n] = '\0';
-  fclose(topo_errf);
-  return out;
-}
-
-static int topo_count_lines(const char *s)
-{
-  int n = 0;
-  for (; *s; s++) n += *s == '\n';
-  return n;
 }
 
 /* Temporary trees: one per test, removed by .fini. */
@@ -285,9 +254,9 @@ Test(topology, override_beats_kernel_order)
 Test(topology, override_empty_string_is_unset)
 {
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, FIXTURES "/dram-cxl-6.12", ""), 0);
-  cr_assert_str_eq(topo_capture_end(), "");
+  cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
 }
 
@@ -299,13 +268,13 @@ Test(topology, override_junk_is_ignored_with_one_warning)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     tm_topology_t t;
-    topo_capture_begin();
+    capture_begin();
     int rc = tm_topology_discover(&t, FIXTURES "/dram-cxl-6.12", bad[i]);
-    const char *err = topo_capture_end();
+    const char *err = capture_end();
     cr_assert_eq(rc, 0);
     cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS, "'%s' was accepted", bad[i]);
     cr_assert_eq(t.ntiers, 2);
-    cr_assert_eq(topo_count_lines(err), 1, "'%s': stderr was '%s'", bad[i], err);
+    cr_assert_eq(capture_count_lines(err), 1, "'%s': stderr was '%s'", bad[i], err);
     cr_assert_not_null(strstr(err, "tiermalloc: TIERMALLOC_TIERS"), "'%s': '%s'", bad[i], err);
   }
 }
@@ -313,27 +282,27 @@ Test(topology, override_junk_is_ignored_with_one_warning)
 Test(topology, override_unknown_node_is_dropped)
 {
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, FIXTURES "/dram-cxl-6.12", "0;1,5;7"), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_OVERRIDE);
   cr_assert_eq(t.ntiers, 2);            /* "7" is left empty and dropped */
   topo_check_tier(&t, 0, "0", 514356, -1);
   topo_check_tier(&t, 1, "1", 991592, -1);
   topo_check_unplaced(&t);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr: '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr: '%s'", err);
   cr_assert_not_null(strstr(err, "5,7"), "stderr: '%s'", err);
 }
 
 Test(topology, override_with_no_usable_node_is_ignored)
 {
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, FIXTURES "/dram-cxl-6.12", "5;7-9"), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   cr_assert_eq(t.ntiers, 2);
-  cr_assert_eq(topo_count_lines(err), 2, "stderr: '%s'", err);  /* dropped, then ignored */
+  cr_assert_eq(capture_count_lines(err), 2, "stderr: '%s'", err);  /* dropped, then ignored */
 }
 
 /* A long spec is cut in the warning, which stays one line. */
@@ -344,11 +313,11 @@ Test(topology, override_long_junk_warning_is_one_line)
   spec[sizeof spec - 1] = '\0';
   memcpy(spec, "0;x", 3);
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   tm_topology_discover(&t, FIXTURES "/dram-cxl-6.12", spec);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr was '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr was '%s'", err);
   cr_assert_not_null(strstr(err, "0;x???"), "stderr was '%s'", err);
   cr_assert_not_null(strstr(err, "...'"), "stderr was '%s'", err);
 }
@@ -361,9 +330,9 @@ Test(topology, override_too_many_tiers_are_folded, .fini = topo_tmp_cleanup)
   topo_put(NODE_DIR "has_cpu", "0\n");
   for (int n = 0; n < 10; n++) topo_put_node(n, n ? "\n" : "0-1\n");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, "9;8;7;6;5;4;3;2;1;0"), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_OVERRIDE);
   cr_assert_eq(t.ntiers, TIER_MAX_TIERS);
   for (int i = 0; i < 7; i++) {
@@ -373,7 +342,7 @@ Test(topology, override_too_many_tiers_are_folded, .fini = topo_tmp_cleanup)
   }
   topo_check_tier(&t, 7, "0-2", 1000 + 2000 + 3000, -1);
   topo_check_unplaced(&t);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr: '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr: '%s'", err);
 }
 
 /* ---- Mems_allowed and missing files ------------------------------------------- */
@@ -412,14 +381,14 @@ Test(topology, mems_allowed_drops_override_node, .fini = topo_tmp_cleanup)
   topo_tmp_make("two-socket-two-cxl-6.12");
   topo_put_mems_allowed(0, 0xb);  /* 0,1,3 */
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, "0-1;2;3"), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_OVERRIDE);
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 0, "0-1", 514620 + 477444, -1);
   topo_check_tier(&t, 1, "3", 513712, -1);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr: '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr: '%s'", err);
 }
 
 /* The second word from the right holds nodes 32-63. */
@@ -458,11 +427,11 @@ Test(topology, mems_allowed_short_and_malformed, .fini = topo_tmp_cleanup)
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     topo_put("proc/self/status", bad[i]);
-    topo_capture_begin();
+    capture_begin();
     cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-    const char *err = topo_capture_end();
+    const char *err = capture_end();
     cr_assert_eq(t.ntiers, 2, "'%s' restricted the nodes", bad[i]);
-    cr_assert_eq(topo_count_lines(err), 1, "'%s': stderr '%s'", bad[i], err);
+    cr_assert_eq(capture_count_lines(err), 1, "'%s': stderr '%s'", bad[i], err);
     cr_assert_not_null(strstr(err, "Mems_allowed"));
   }
 }
@@ -472,9 +441,9 @@ Test(topology, missing_status_means_no_restriction, .fini = topo_tmp_cleanup)
   topo_tmp_make("hbm-dram-cxl-6.12");
   topo_rm("proc/self/status");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  cr_assert_str_eq(topo_capture_end(), "");
+  cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.ntiers, 3);
   topo_check_tier(&t, 0, "1", 257876, 0);
 }
@@ -486,9 +455,9 @@ Test(topology, missing_has_memory_and_has_cpu, .fini = topo_tmp_cleanup)
   topo_rm(NODE_DIR "has_memory");
   topo_rm(NODE_DIR "has_cpu");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  cr_assert_str_eq(topo_capture_end(), "");
+  cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 0, "0", 514384, -1);
@@ -543,9 +512,9 @@ Test(topology, no_memory_tiering_dir, .fini = topo_tmp_cleanup)
   snprintf(cmd, sizeof cmd, "rm -r %s/sys/devices/virtual", topo_tmp);
   cr_assert_eq(system(cmd), 0);
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  cr_assert_str_eq(topo_capture_end(), "");
+  cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 0, "0", 514356, -1);
@@ -557,12 +526,12 @@ Test(topology, missing_node_meminfo_gives_zero_capacity, .fini = topo_tmp_cleanu
   topo_tmp_make("dram-cxl-6.12");
   topo_rm(NODE_DIR "node1/meminfo");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 1, "1", 0, 54);
-  cr_assert_neq(topo_count_lines(err), 0);
+  cr_assert_neq(capture_count_lines(err), 0);
   cr_assert_not_null(strstr(err, "node1/meminfo"), "stderr '%s'", err);
 }
 
@@ -571,10 +540,10 @@ Test(topology, bad_kernel_nodelist_warns, .fini = topo_tmp_cleanup)
   topo_tmp_make("hbm-dram-cxl-6.12");
   topo_put_ktier(0, "1-\n");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  const char *err = topo_capture_end();
-  cr_assert_eq(topo_count_lines(err), 1, "stderr '%s'", err);
+  const char *err = capture_end();
+  cr_assert_eq(capture_count_lines(err), 1, "stderr '%s'", err);
   /* node1 is in no readable kernel tier: unknown speed goes to the bottom */
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   cr_assert_eq(t.ntiers, 2);
@@ -597,9 +566,9 @@ Test(topology, kernel_tiers_numeric_order_and_folding, .fini = topo_tmp_cleanup)
     topo_put_ktier(2 + 3 * n, list);   /* node n in memory_tier(2+3n) */
   }
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   cr_assert_eq(t.ntiers, TIER_MAX_TIERS);
   for (int i = 0; i < 7; i++) {
@@ -609,7 +578,7 @@ Test(topology, kernel_tiers_numeric_order_and_folding, .fini = topo_tmp_cleanup)
   }
   topo_check_tier(&t, 7, "7-9", 8000 + 9000 + 10000, 2 + 3 * 7);
   topo_check_unplaced(&t);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr '%s'", err);
 }
 
 /* ---- no sysfs ------------------------------------------------------------------ */
@@ -632,12 +601,12 @@ Test(topology, no_node_dir_uses_proc_meminfo, .fini = topo_tmp_cleanup)
   topo_tmp_make(NULL);
   topo_put("proc/meminfo", "MemTotal:       24683628 kB\nMemFree:        24292772 kB\n");
   tm_topology_t t;
-  topo_capture_begin();
+  capture_begin();
   cr_assert_eq(tm_topology_discover(&t, topo_tmp, "0;1"), ENOENT);
-  const char *err = topo_capture_end();
+  const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_SINGLE);
   topo_check_tier(&t, 0, "0", 24683628, -1);
-  cr_assert_eq(topo_count_lines(err), 1, "stderr '%s'", err);
+  cr_assert_eq(capture_count_lines(err), 1, "stderr '%s'", err);
 }
 
 Test(topology, source_names)

@@ -7,9 +7,11 @@
  *
  *   tiers:  tier_count(), and for each tier its nodes (tier_stats_get) and
  *           the node that move_pages reports for 4 MiB from tier_malloc.
- *   budget: 64 x 1 MiB malloc'd and touched; for each tier, how many chunks
- *           tier_of() puts there and on which nodes their pages are; the
- *           stats' mapped bytes per tier.
+ *   budget: 64 x 1 MiB malloc'd and touched; for each tier, how many blocks
+ *           tier_of() puts there, and on which nodes the pages are of every
+ *           part of a block that tier_of() puts there (a block can straddle
+ *           two 2 MiB chunks of different tiers); the stats' mapped, used
+ *           and resident bytes per tier.
  *   thp:    a heap of VMTEST_THP_MIB MiB of 1 KiB mallocs, touched; the
  *           bytes of huge pages in tiermalloc's mappings (smaps).
  */
@@ -56,15 +58,25 @@ static void child_budget(void)
     int t = tier_of(keep[i]);
     if (t < 0 || t >= TIER_MAX_TIERS) { none++; continue; }
     chunks[t]++;
-    span[t] += vm_span_pages(keep[i], len);
-    vm_pages_by_node(keep[i], len, counts[t]);
+    /* Each part of the block within one 2 MiB chunk, by its own tier. */
+    for (char *a = keep[i], *end = a + len; a < end;) {
+      char *next = (char *)(((uintptr_t)a | (2 * VM_MIB - 1)) + 1);
+      if (next > end) next = end;
+      int pt = tier_of(a);
+      if (pt >= 0 && pt < TIER_MAX_TIERS) {
+        span[pt] += vm_span_pages(a, (size_t)(next - a));
+        vm_pages_by_node(a, (size_t)(next - a), counts[pt]);
+      }
+      a = next;
+    }
   }
   tier_stats_t s;
   if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
   printf("count=%d untiered=%zu\n", tier_count(), none);
   for (int t = 0; t < tier_count() && t < TIER_MAX_TIERS; t++) {
-    printf("tier=%d chunks=%zu span=%zu mapped=%llu resident=%llu", t, chunks[t], span[t],
-           (unsigned long long)s.tier[t].mapped, (unsigned long long)s.tier[t].resident);
+    printf("tier=%d chunks=%zu span=%zu mapped=%llu used=%llu resident=%llu", t, chunks[t],
+           span[t], (unsigned long long)s.tier[t].mapped, (unsigned long long)s.tier[t].used,
+           (unsigned long long)s.tier[t].resident);
     for (int i = 0; i < VM_MAX_NODES; i++)
       if (counts[t][i]) printf(" N%d=%zu", i, counts[t][i]);
     printf("\n");

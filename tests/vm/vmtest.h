@@ -74,10 +74,10 @@ int vm_read_file(const char *path, char *buf, size_t size);
 /* Value of "key":<number> after `from` in a JSON text; -1 when absent. */
 long long vm_json_num(const char *from, const char *key);
 
-/* What tier 0 may map under TIERMALLOC_TOPTIER_MAX=16M: the budget leaves
+/* What tier 0 may hold under TIERMALLOC_TOPTIER_MAX=16M: the budget leaves
  * out the start-up metadata (allocator/policy.h), one 2 MiB base block for
  * the first thread's arena and one for the pinned tier-0 arena; arenas that
  * later threads bring in are charged to the budget. */
-#define VM_BUDGET_16M_MAPPED ((16ull + 2 * 2) * VM_MIB)
+#define VM_BUDGET_16M_TIER0 ((16ull + 2 * 2) * VM_MIB)
 
 #endif

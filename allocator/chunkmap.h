@@ -1,0 +1,95 @@
+/*
+ * chunkmap: one entry per 2 MiB chunk of the tier ranges, read in O(1) with
+ * no lock and no syscall.
+ *
+ * An address belongs to one range forever: its home tier. The pages of a
+ * chunk are bound to one tier at a time: its current tier, which differs from
+ * the home tier when placement spilled the chunk to another tier, and later
+ * when reclaim moves it. tier_of() reads the current tier. Each entry also
+ * counts the bytes of the chunk that jemalloc holds committed (handed out or
+ * cached for reuse, as opposed to decommitted: the pages given back), and
+ * has room for what reclaim and hotness will keep (flags, age).
+ *
+ * Per tier (current), the map keeps two live figures, both of which shrink
+ * when memory is given back: committed bytes, and charged chunks (chunks
+ * with any committed byte), the unit budgets are checked in: a tier never
+ * holds more chunks than its budget has room for, so its pages never exceed
+ * the budget, and it can fill it to within one chunk.
+ */
+#ifndef TM_CHUNKMAP_H
+#define TM_CHUNKMAP_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "range.h"
+
+#define TM_CHUNK_SHIFT 21
+#define TM_CHUNK_SIZE ((uintptr_t)1 << TM_CHUNK_SHIFT)
+
+typedef struct tm_chunk_s {
+  _Atomic uint32_t committed;  /* bytes of the chunk committed */
+  _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
+  _Atomic uint8_t flags;       /* reserved for reclaim (being moved, failed) */
+  _Atomic uint16_t age;        /* reserved for hotness (epoch of the last use) */
+} tm_chunk_t;
+
+/* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
+ * while the ranges are inactive. */
+extern tm_chunk_t *tm_chunks;
+extern uintptr_t tm_chunks_per_range;
+
+/* Maps the entries (address space only: MAP_NORESERVE, touched as chunks are
+ * used) for the active ranges. 0 or a positive errno (then tier_of falls
+ * back to the home tier). */
+int tm_chunkmap_init(void);
+
+/* The entry of p's chunk, or NULL outside the ranges. */
+static inline tm_chunk_t *tm_chunk_of(const void *p)
+{
+  unsigned i = tm_range_index(p);
+  if (i == TM_RANGE_OTHER || tm_chunks == NULL) return NULL;
+  uintptr_t off = (uintptr_t)p - tm_range_lo(i);
+  return tm_chunks + i * tm_chunks_per_range + (off >> TM_CHUNK_SHIFT);
+}
+
+/* Home tier of the chunk c. */
+unsigned tm_chunk_home(const tm_chunk_t *c);
+
+/* Current tier of the chunk c. */
+static inline unsigned tm_chunk_tier(const tm_chunk_t *c)
+{
+  unsigned t = atomic_load_explicit(&c->tier, memory_order_relaxed);
+  return t ? t - 1 : tm_chunk_home(c);
+}
+
+/* First address of the chunk c. */
+uintptr_t tm_chunk_addr(const tm_chunk_t *c);
+
+/* Adds n committed bytes to c. Returns the bytes it had before (0: the chunk
+ * was empty, so the caller must choose its tier and then charge it with
+ * tm_chunk_charge). */
+uint32_t tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
+
+/* Reserves one chunk's charge on tier t if t then holds at most `limit`
+ * charged chunks (atomically: concurrent reservations never pass it). */
+bool tm_chunk_reserve(unsigned t, uint64_t limit);
+
+/* Gives back a reservation that was not used. */
+void tm_chunk_unreserve(unsigned t);
+
+/* Makes t the current tier of the now non-empty chunk c, whose charge the
+ * caller reserved on t, with its first n committed bytes. */
+void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n);
+
+/* Takes n committed bytes off c (and its tier); the chunk is uncharged when
+ * it becomes empty. */
+void tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n);
+
+/* Live figures of tier t (current tier). */
+uint64_t tm_chunk_committed(unsigned t);   /* bytes */
+uint64_t tm_chunk_charged(unsigned t);     /* chunks */
+
+#endif
