@@ -4,12 +4,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <string.h>
-#include <sys/prctl.h>
 
-#include "arena.h"
 #include "je.h"
-#include "jemap.h"
-#include "startup.h"
 
 /* No runs until the thread is READY: the fast paths' compares fail. */
 __thread tm_thread_t tm_tls __attribute__((tls_model("initial-exec"))) = {
@@ -45,8 +41,6 @@ static uint64_t account_dead_alloc[TM_NCOUNT]; /* folded from exited threads */
 static uint64_t account_dead_freed[TM_NCOUNT];
 static _Atomic uint64_t account_late_alloc[TM_NCOUNT];
 static _Atomic uint64_t account_late_freed[TM_NCOUNT];
-static pthread_key_t account_key;
-static bool account_key_ok;
 
 /* Closes t's open runs (its owner, or a reader of a thread that cannot run:
  * exiting, or gone in a fork child). */
@@ -76,20 +70,6 @@ static void account_unlink_locked(tm_thread_t *t)
   else account_threads = t->next;
   if (t->next) t->next->prev = t->prev;
   t->next = t->prev = NULL;
-}
-
-/* Thread exit: the TLS block is freed after the key destructors, so the
- * thread must leave the registry here. Calls it makes later are "late". */
-static void account_thread_exit(void *arg)
-{
-  tm_thread_t *t = arg;
-  tm_arena_thread_exit(t);
-  pthread_mutex_lock(&account_lock);
-  account_unlink_locked(t);
-  t->state = TM_THREAD_DEAD;
-  bool last = !t->internal && account_app_threads == 0;
-  pthread_mutex_unlock(&account_lock);
-  if (last) tm_start_no_thread_left();
 }
 
 void *tm_account_switch_alloc(tm_thread_t *t, void *p)
@@ -132,40 +112,8 @@ void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i)
   }
 }
 
-/* jemalloc names its background threads first thing. Their first thread
- * registers here when it starts the others (glibc's pthread_create callocs
- * the new thread's TLS vector); they are not the program's threads. */
-static bool account_thread_is_jemalloc(void)
+bool tm_account_register(tm_thread_t *t)
 {
-  char name[16] = "";
-  return prctl(PR_GET_NAME, name) == 0 && strcmp(name, "jemalloc_bg_thd") == 0;
-}
-
-tm_thread_t *tm_thread_prepare(void)
-{
-  tm_thread_t *t = &tm_tls;
-  if (t->state != TM_THREAD_NEW) return t->state == TM_THREAD_READY ? t : NULL;
-  account_open_alloc(t, TM_NO_RUN);
-  account_open_free(t, TM_NO_RUN);
-  t->state = TM_THREAD_BUSY;
-  if (tm_start() != 0) {
-    /* Start-up is running on another path of this thread (a nested call). */
-    t->state = TM_THREAD_NEW;
-    return NULL;
-  }
-  t->internal = account_thread_is_jemalloc();
-  /* jemalloc's own threads run on its internal tsd, which never creates an
-   * automatic arena, so none needs hooking for them. And hooking takes
-   * jemalloc's ctl_mtx, which the thread disabling them holds while it joins
-   * them: their first call here can be glibc freeing a joined thread's TLS,
-   * which would then deadlock. */
-  if (!t->internal) tm_arena_thread_bind();
-  size_t sz = sizeof(t->allocp);
-  if (tmje_mallctl("thread.allocatedp", (void *)&t->allocp, &sz, NULL, 0) != 0 ||
-      tmje_mallctl("thread.deallocatedp", (void *)&t->deallocp, &sz, NULL, 0) != 0) {
-    t->state = TM_THREAD_DEAD;   /* jemalloc without stats: count everything late */
-    return NULL;
-  }
   t->alloc_seen = *t->allocp;
   t->freed_seen = *t->deallocp;
   account_open_alloc(t, 0);
@@ -176,12 +124,16 @@ tm_thread_t *tm_thread_prepare(void)
   if (t->next) t->next->prev = t;
   account_threads = t;
   pthread_mutex_unlock(&account_lock);
-  if (second) tm_start_second_thread();
-  /* May allocate (keys >= 32): the runs are open and the thread registered,
-   * so a nested malloc/free counts normally. */
-  if (account_key_ok) pthread_setspecific(account_key, t);
-  t->state = TM_THREAD_READY;
-  return t;
+  return second;
+}
+
+bool tm_account_unregister(tm_thread_t *t)
+{
+  pthread_mutex_lock(&account_lock);
+  account_unlink_locked(t);
+  bool last = !t->internal && account_app_threads == 0;
+  pthread_mutex_unlock(&account_lock);
+  return last;
 }
 
 void tm_account_late(const void *p, size_t usable, int freed)
@@ -219,12 +171,12 @@ void tm_account_allocated(uint64_t out[TM_NCOUNT])
   for (int i = 0; i < TM_NCOUNT; i++) out[i] = a[i] > f[i] ? a[i] - f[i] : 0;
 }
 
-static void account_prefork(void)
+void tm_account_prefork(void)
 {
   pthread_mutex_lock(&account_lock);
 }
 
-static void account_postfork_parent(void)
+void tm_account_postfork_parent(void)
 {
   pthread_mutex_unlock(&account_lock);
 }
@@ -232,7 +184,7 @@ static void account_postfork_parent(void)
 /* Only the forking thread exists in the child: the other registered threads'
  * TLS blocks are gone with their threads (their stacks may be reused), so
  * fold their counts in and drop them before anyone reads the registry. */
-static void account_postfork_child(void)
+void tm_account_postfork_child(void)
 {
   tm_thread_t *self = &tm_tls;
   tm_thread_t *t = account_threads;
@@ -242,15 +194,4 @@ static void account_postfork_child(void)
     t = next;
   }
   pthread_mutex_init(&account_lock, NULL);
-  tm_jemap_postfork_child();
-  tm_arena_postfork_child();
-  tm_start_postfork_child();
-}
-
-int tm_account_init(void)
-{
-  int err = pthread_key_create(&account_key, account_thread_exit);
-  account_key_ok = err == 0;
-  int ferr = pthread_atfork(account_prefork, account_postfork_parent, account_postfork_child);
-  return err ? err : ferr;
 }

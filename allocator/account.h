@@ -12,14 +12,16 @@
  * read-modify-write, no size lookup, and exact usable sizes. Readers add each
  * live thread's open run.
  *
-Live threads are linked in a registry (mutex, slow path only); an exiting
- * thread folds its counters into the totals of dead threads. Calls made while
+ * Live threads are linked in a registry (mutex, slow path only); an exiting
+ * thread folds its counters into the totals of dead threads. A thread's
+ * set-up and exit are thread.c's. Calls made while
  * a thread cannot count (during start-up, after its exit began) are counted
  * on shared atomics, which is rare and off the fast path.
  */
 #ifndef TM_ACCOUNT_H
 #define TM_ACCOUNT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -99,7 +101,7 @@ static inline void *tm_count_alloc(tm_thread_t *t, void *p)
 /* The calling thread, ready to count; NULL when it cannot count now. Starts
  * tiermalloc on the first call of the process. A READY thread has runs open;
  * every other state has TM_NO_RUN, so the fast paths' run compares send it
- * here. */
+ * to its set-up (thread.c). */
 static inline tm_thread_t *tm_thread(void)
 {
   tm_thread_t *t = &tm_tls;
@@ -116,7 +118,18 @@ void tm_account_late(const void *p, size_t usable, int freed);
  * alive; never negative). out has TM_NCOUNT entries. */
 void tm_account_allocated(uint64_t out[TM_NCOUNT]);
 
-/* Called once by start-up: creates the thread-exit key and fork handlers. */
-int tm_account_init(void);
+/* Opens t's runs (its allocated/deallocated pointers set) and links it into
+ * the registry. Returns true when another program thread (not one of
+ * jemalloc's) was registered already: t makes the process multi-threaded. */
+bool tm_account_register(tm_thread_t *t);
+
+/* Folds t's counts into the dead threads' and unlinks it. Returns true when
+ * no program thread is left registered. */
+bool tm_account_unregister(tm_thread_t *t);
+
+/* Fork handlers (fork.c calls them in its order). */
+void tm_account_prefork(void);
+void tm_account_postfork_parent(void);
+void tm_account_postfork_child(void);
 
 #endif

@@ -286,3 +286,18 @@ void tm_budget_snapshot(tm_budgets_t *out)
   *out = budget_cur;
   pthread_mutex_unlock(&budget_lock);
 }
+
+void tm_budget_prefork(void)
+{
+  pthread_mutex_lock(&budget_lock);
+}
+
+void tm_budget_postfork_parent(void)
+{
+  pthread_mutex_unlock(&budget_lock);
+}
+
+void tm_budget_postfork_child(void)
+{
+  pthread_mutex_init(&budget_lock, NULL);
+}

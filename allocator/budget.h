@@ -87,4 +87,9 @@ uint64_t tm_budget_placement_limit(unsigned tier);
 /* A copy of the budgets in force, for stats and the start-up report. */
 void tm_budget_snapshot(tm_budgets_t *out);
 
+/* Fork handlers (fork.c). */
+void tm_budget_prefork(void);
+void tm_budget_postfork_parent(void);
+void tm_budget_postfork_child(void);
+
 #endif

@@ -6,16 +6,16 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "account.h"
 #include "arena.h"
+#include "background.h"
 #include "budget.h"
 #include "chunkmap.h"
+#include "fork.h"
 #include "je.h"
 #include "log.h"
 #include "options.h"
 #include "policy.h"
 #include "range.h"
-#include "stats.h"
 
 enum { START_NONE, START_RUNNING, START_DONE };
 
@@ -78,42 +78,6 @@ static void start_verbose(void)
   tm_warn("jemalloc: %s", start_je_conf);
 }
 
-enum { START_BG_AUTO, START_BG_ON, START_BG_OFF };   /* TIERMALLOC_BACKGROUND_THREAD */
-static atomic_bool start_bg_done;
-
-static void start_background(void)
-{
-  if (atomic_exchange_explicit(&start_bg_done, true, memory_order_relaxed)) return;
-  bool on = true;
-  if (tmje_mallctl("background_thread", NULL, NULL, &on, sizeof on) != 0)
-    tm_warn("cannot start jemalloc's background thread; threads purge their own pages");
-}
-
-/* Without it, jemalloc purges a whole arena each time the last thread bound
- * to it exits (tcache_destroy), which made a thread-churning benchmark 3-4x
- * slower; a program that only ever had one thread does not need it. */
-void tm_start_second_thread(void)
-{
-  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num != START_BG_OFF) start_background();
-}
-
-/* glibc ends a process when its last thread ends, and counts jemalloc's
- * background threads (which block every signal) as threads: a program whose
- * threads all end by pthread_exit would never end, and a SIGTERM would not
- * end it either. Disabling joins them. A thread that never allocated may
- * still run: it loses background purging, nothing else. */
-void tm_start_no_thread_left(void)
-{
-  if (!atomic_exchange_explicit(&start_bg_done, false, memory_order_relaxed)) return;
-  bool off = false;
-  tmje_mallctl("background_thread", NULL, NULL, &off, sizeof off);
-}
-
-void tm_start_postfork_child(void)
-{
-  atomic_store_explicit(&start_bg_done, false, memory_order_relaxed);
-}
-
 enum { START_THP_AUTO, START_THP_ALWAYS, START_THP_NEVER };   /* TIERMALLOC_THP */
 
 /* The smallest carve that gets huge pages. jemalloc grows an arena's
@@ -142,7 +106,7 @@ static void start_run(void)
   tm_chunkmap_init();
   tm_budget_init(&start_topo, "");
   tm_policy_init(&start_topo);
-  tm_account_init();
+  tm_fork_init();
   tmje_malloc_message = start_je_message;
   if (tm_ranges.n > 0 && tm_arenas_init((unsigned)start_topo.ntiers) != 0) {
     /* Without hooks on every arena, memory would be on no known tier. */
@@ -155,8 +119,7 @@ static void start_run(void)
   /* After the baseline: the placed extent it grows arena 0 by is heap. */
   if (tm_ranges.n > 0) tm_arena_drain_unplaced();
   /* Started only now, so its creation allocates with the hooks in place. */
-  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == START_BG_ON) start_background();
-  tm_stats_at_start();
+  tm_background_start();
   if (tm_option(TM_OPTION_VERBOSE)->num) start_verbose();
 }
 

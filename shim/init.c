@@ -12,6 +12,7 @@
 __attribute__((constructor(101))) static void tm_shim_init(void)
 {
   tm_thread();
+  tm_stats_at_start();   /* keeps stderr for the exit stats; a program may close it */
 }
 
 __attribute__((destructor(101))) static void tm_shim_exit(void)

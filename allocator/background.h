@@ -1,0 +1,32 @@
+/*
+ * background: the one owner of the threads that run for the library rather
+ * than for the program: jemalloc's background purging threads today, the
+ * reclaim thread next. Every rule learned about such threads lives here:
+ *   - exit: glibc ends a process when its last thread ends, and counts these
+ *     threads (which block every signal) as threads; so they stop when the
+ *     last program thread that used the allocator ends, and start again
+ *     with the next second thread;
+ *   - fork: they do not survive a fork; the child's next thread starts them;
+ *   - locks: starting and stopping take jemalloc's ctl_mtx, which a thread
+ *     stopping them holds while it joins them, so nothing here may run on
+ *     one of jemalloc's own threads (thread.c keeps them out).
+ */
+#ifndef TM_BACKGROUND_H
+#define TM_BACKGROUND_H
+
+/* Start-up, after the arenas are hooked: with TIERMALLOC_BACKGROUND_THREAD=on,
+ * starts jemalloc's background thread now. */
+void tm_background_start(void);
+
+/* A second program thread started using the allocator: with
+ * TIERMALLOC_BACKGROUND_THREAD=auto (or on, in a fork child), starts
+ * jemalloc's background thread. */
+void tm_background_second_thread(void);
+
+/* The last program thread that used the allocator has exited: stops them. */
+void tm_background_no_thread_left(void);
+
+/* Fork child: none of them survived the fork. */
+void tm_background_postfork_child(void);
+
+#endif

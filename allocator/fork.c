@@ -1,0 +1,41 @@
+#include "fork.h"
+
+#include <pthread.h>
+
+#include "account.h"
+#include "arena.h"
+#include "background.h"
+#include "budget.h"
+#include "jemap.h"
+#include "log.h"
+
+/* Order: the budgets' lock is taken from the allocator's slow path while
+ * jemalloc may hold its own locks, and never around the account registry,
+ * so it is taken first and released last. */
+static void fork_prepare(void)
+{
+  tm_budget_prefork();
+  tm_account_prefork();
+}
+
+static void fork_parent(void)
+{
+  tm_account_postfork_parent();
+  tm_budget_postfork_parent();
+}
+
+static void fork_child(void)
+{
+  tm_account_postfork_child();
+  tm_budget_postfork_child();
+  tm_jemap_postfork_child();
+  tm_arena_postfork_child();
+  tm_background_postfork_child();
+}
+
+int tm_fork_init(void)
+{
+  int err = pthread_atfork(fork_prepare, fork_parent, fork_child);
+  if (err) tm_warn("cannot register fork handlers (errno %d); a fork child may hang", err);
+  return err;
+}
