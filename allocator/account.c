@@ -72,8 +72,23 @@ static void account_unlink_locked(tm_thread_t *t)
   t->next = t->prev = NULL;
 }
 
+void tm_account_defer(tm_thread_t *t, void (*fn)(void))
+{
+  t->deferred = fn;
+  t->alloc_len = 0;   /* the run's tier stays: tm_account_switch_alloc closes it */
+}
+
+/* The deferred work of the calling thread, once. */
+static void account_run_deferred(tm_thread_t *t)
+{
+  void (*fn)(void) = t->deferred;
+  t->deferred = NULL;
+  fn();
+}
+
 void *tm_account_switch_alloc(tm_thread_t *t, void *p)
 {
+  if (t->deferred) account_run_deferred(t);
   if (p == NULL) return NULL;
   unsigned i = tm_range_index(p);
   uint64_t usable = tmje_malloc_usable_size(p);

@@ -55,6 +55,7 @@ typedef struct tm_thread_s {
   uint64_t freed[TM_NCOUNT];
   unsigned tcache[TIER_MAX_TIERS];  /* explicit tcache + 1 for tier_malloc; 0: none */
   int internal;                /* one of jemalloc's background threads */
+  void (*deferred)(void);      /* run at the next allocation (tm_account_defer) */
   struct tm_thread_s *next, *prev;
 } tm_thread_t;
 
@@ -74,6 +75,13 @@ void *tm_account_switch_alloc(tm_thread_t *t, void *p);
 
 /* A READY thread is about to free p, on range index i != its free run. */
 void tm_account_switch_free(tm_thread_t *t, const void *p, unsigned i);
+
+/* Runs fn on t's next allocation, after jemalloc has returned it (none of
+ * jemalloc's locks held): for work an extent hook must not do itself, such
+ * as starting a thread. t is the calling thread and READY. It costs the fast
+ * path nothing: the open allocation run is cut short, so that allocation
+ * takes the slow path, which runs fn once. */
+void tm_account_defer(tm_thread_t *t, void (*fn)(void));
 
 /* `usable` bytes of a block outside every range, which jemalloc counts (or
  * just counted) as freed by a READY thread: counts them on OTHER and keeps

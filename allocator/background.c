@@ -3,9 +3,11 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "account.h"
 #include "je.h"
 #include "log.h"
 #include "options.h"
+#include "range.h"
 
 enum { BG_AUTO, BG_ON, BG_OFF };   /* TIERMALLOC_BACKGROUND_THREAD */
 static atomic_bool bg_running;
@@ -41,6 +43,27 @@ void tm_background_no_thread_left(void)
 void tm_background_postfork_child(void)
 {
   atomic_store_explicit(&bg_running, false, memory_order_relaxed);
+}
+
+/* Started once the heap has held this much: a program that never grows so
+ * far never has much to give back, and gets no thread. */
+#define BG_HEAP_MIN ((uint64_t)64 << 20)
+
+static void bg_start_deferred(void)
+{
+  bg_start();
+}
+
+void tm_background_heap_grew(void)
+{
+  if (atomic_load_explicit(&bg_running, memory_order_relaxed) ||
+      tm_option(TM_OPTION_BACKGROUND_THREAD)->num != BG_AUTO)
+    return;
+  uint64_t mapped = 0;
+  for (unsigned t = 0; t < tm_ranges.n; t++) mapped += tm_range_mapped(t);
+  tm_thread_t *self = &tm_tls;
+  if (mapped < BG_HEAP_MIN || self->state != TM_THREAD_READY || self->internal) return;
+  tm_account_defer(self, bg_start_deferred);
 }
 
 void tm_background_start(void)

@@ -23,6 +23,14 @@ void tm_background_start(void);
  * jemalloc's background thread. */
 void tm_background_second_thread(void);
 
+/* The heap grew (an extent hook carved address space; hooks may not start a
+ * thread, so this only asks the calling thread to do it at its next
+ * allocation, tm_account_defer): with TIERMALLOC_BACKGROUND_THREAD=auto,
+ * once the heap has held 64 MiB, jemalloc's background thread is started,
+ * so that freed memory goes back to the kernel within the decay time even
+ * in a single-threaded program that stops calling the allocator. */
+void tm_background_heap_grew(void);
+
 /* The last program thread that used the allocator has exited: stops them. */
 void tm_background_no_thread_left(void);
 

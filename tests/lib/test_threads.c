@@ -487,21 +487,37 @@ static void *threads_exit_body(void *arg)
   return NULL;
 }
 
-/* In a fork child: workers allocate, the background thread count goes to
- * fd, and every thread ends by pthread_exit or by returning. */
+/* The child's one thread grows the heap past 64 MiB instead of starting
+ * workers: the background threads then start without a second thread. */
+static bool threads_exit_single;
+
+/* In a fork child: workers allocate (or the one thread does), the
+ * background thread count goes to fd, and every thread ends by pthread_exit
+ * or by returning. */
 static void threads_exit_child(int fd)
 {
   if (threads_park[0] >= 0) {
     close(threads_park[0]);
     close(threads_park[1]);
   }
-  pthread_barrier_init(&threads_exit_barrier, NULL, EXIT_WORKERS + 1);
-  for (uintptr_t i = 0; i < EXIT_WORKERS; i++) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, threads_exit_body, (void *)(i + 1)) != 0) _exit(2);
-    pthread_detach(t);
+  if (threads_exit_single) {
+    enum { N = 96 };
+    char *p[N];
+    for (int i = 0; i < N; i++) {
+      p[i] = malloc(1 << 20);
+      if (p[i] == NULL) _exit(2);
+      memset(p[i], i + 1, 1 << 20);
+    }
+    for (int i = 0; i < N; i++) free(p[i]);
+  } else {
+    pthread_barrier_init(&threads_exit_barrier, NULL, EXIT_WORKERS + 1);
+    for (uintptr_t i = 0; i < EXIT_WORKERS; i++) {
+      pthread_t t;
+      if (pthread_create(&t, NULL, threads_exit_body, (void *)(i + 1)) != 0) _exit(2);
+      pthread_detach(t);
+    }
+    pthread_barrier_wait(&threads_exit_barrier);
   }
-  pthread_barrier_wait(&threads_exit_barrier);
   /* jemalloc names a background thread in the thread itself, which may not
    * have run yet. */
   int bg = threads_background_count();
@@ -576,6 +592,14 @@ Test(threads, process_ends_when_its_last_thread_calls_pthread_exit, .timeout = 6
 Test(threads, fork_child_of_a_thread_ends_when_its_last_thread_ends, .timeout = 60)
 {
   threads_last_exit_case(FORK_FROM_A_THREAD);
+}
+
+/* The background threads that a single thread's heap growth started must
+ * not keep the process alive after that thread calls pthread_exit. */
+Test(threads, single_thread_with_a_big_heap_ends_when_it_calls_pthread_exit, .timeout = 60)
+{
+  threads_exit_single = true;
+  threads_last_exit_case(FORK_FROM_MAIN);
 }
 
 Test(threads, process_ends_when_its_background_threads_free_at_exit, .timeout = 60)

@@ -4,10 +4,14 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <numaif.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmtest.h"
@@ -161,7 +165,8 @@ int vm_numa_maps_bytes(pid_t pid, int tiered_only, uint64_t bytes[VM_MAX_NODES])
   return 0;
 }
 
-int vm_run(char *const argv[], char *const env[], char *out, size_t size)
+/* environ with env's "NAME=value" strings replacing or added (calloc'd array). */
+static char **vm_envp(char *const env[])
 {
   size_t nenv = 0, nadd = 0;
   while (environ[nenv]) nenv++;
@@ -179,7 +184,19 @@ int vm_run(char *const argv[], char *const env[], char *out, size_t size)
   }
   for (size_t j = 0; j < nadd; j++) envp[k++] = env[j];
   envp[k] = NULL;
+  return envp;
+}
 
+static int vm_wait_status(pid_t pid)
+{
+  int st;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+int vm_run(char *const argv[], char *const env[], char *out, size_t size)
+{
+  char **envp = vm_envp(env);
   int fds[2];
   cr_assert_eq(pipe2(fds, O_CLOEXEC), 0);
   /* fork + execve (tests/spawn.h shadows <spawn.h> here). */
@@ -203,9 +220,202 @@ int vm_run(char *const argv[], char *const env[], char *out, size_t size)
   }
   out[n] = 0;
   close(fds[0]);
-  int st;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  return vm_wait_status(pid);
+}
+
+void vm_spawn(vm_proc_t *p, char *const argv[], char *const env[], const char *cgroup, int flags)
+{
+  memset(p, 0, sizeof *p);
+  p->in = p->out = -1;
+  p->size = 64 * 1024;
+  p->buf = malloc(p->size);
+  cr_assert_not_null(p->buf);
+  p->buf[0] = 0;
+  char procs[PATH_MAX] = "";
+  if (cgroup) snprintf(procs, sizeof procs, "%s/cgroup.procs", cgroup);
+  char **envp = vm_envp(env);
+  int in[2], out[2];
+  cr_assert_eq(pipe2(in, O_CLOEXEC), 0);
+  cr_assert_eq(pipe2(out, O_CLOEXEC), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0, "fork: %s", strerror(errno));
+  if (pid == 0) {
+    dup2(in[0], STDIN_FILENO);
+    dup2(out[1], STDOUT_FILENO);
+    if (flags & VM_SPAWN_STDERR) dup2(out[1], STDERR_FILENO);
+    if (cgroup) {
+      int fd = open(procs, O_WRONLY | O_CLOEXEC);
+      if (fd < 0 || write(fd, "0\n", 2) != 2) {
+        dprintf(STDERR_FILENO, "vmtest: cannot move into %s: %s\n", cgroup, strerror(errno));
+        _exit(126);
+      }
+      close(fd);
+    }
+    execve(argv[0], argv, envp);
+    dprintf(STDERR_FILENO, "vmtest: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  free(envp);
+  p->pid = pid;
+  p->in = in[1];
+  p->out = out[0];
+}
+
+/* Reads what is there (waiting up to timeout_ms for something). 1: read,
+ * 0: end of output, -1: timeout. */
+static int vm_proc_fill(vm_proc_t *p, int timeout_ms)
+{
+  if (p->out < 0) return 0;
+  struct pollfd pfd = { .fd = p->out, .events = POLLIN };
+  int r;
+  while ((r = poll(&pfd, 1, timeout_ms)) < 0 && errno == EINTR) {}
+  if (r == 0) return -1;
+  if (p->len + 4096 > p->size) {
+    char *b = realloc(p->buf, p->size * 2);
+    cr_assert_not_null(b);
+    p->buf = b;
+    p->size *= 2;
+  }
+  ssize_t n;
+  while ((n = read(p->out, p->buf + p->len, p->size - 1 - p->len)) < 0 && errno == EINTR) {}
+  if (n <= 0) {
+    close(p->out);
+    p->out = -1;
+    return 0;
+  }
+  p->len += (size_t)n;
+  p->buf[p->len] = 0;
+  return 1;
+}
+
+static long long vm_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+const char *vm_proc_expect(vm_proc_t *p, const char *prefix, int timeout_ms)
+{
+  long long deadline = vm_now_ms() + timeout_ms;
+  size_t plen = strlen(prefix);
+  for (;;) {
+    /* Whole lines only: the last one counts once its newline came. */
+    for (char *line = p->buf; line && *line;) {
+      char *nl = strchr(line, '\n');
+      if (!nl) break;
+      if (strncmp(line, prefix, plen) == 0) return line;
+      line = nl + 1;
+    }
+    long long left = deadline - vm_now_ms();
+    if (left <= 0) return NULL;
+    if (vm_proc_fill(p, (int)left) <= 0 && p->out < 0) return NULL;
+  }
+}
+
+int vm_proc_say(vm_proc_t *p, const char *line)
+{
+  char buf[256];
+  int n = snprintf(buf, sizeof buf, "%s\n", line);
+  if (p->in < 0 || n <= 0 || (size_t)n >= sizeof buf) return EINVAL;
+  return write(p->in, buf, (size_t)n) == n ? 0 : errno;
+}
+
+int vm_proc_wait(vm_proc_t *p)
+{
+  if (p->in >= 0) close(p->in);
+  p->in = -1;
+  while (vm_proc_fill(p, -1) > 0) {}
+  int st = p->pid > 0 ? vm_wait_status(p->pid) : -1;
+  p->pid = 0;
+  return st;
+}
+
+void vm_proc_kill(vm_proc_t *p)
+{
+  if (p->pid > 0) {
+    kill(p->pid, SIGKILL);
+    vm_wait_status(p->pid);
+    p->pid = 0;
+  }
+  if (p->in >= 0) close(p->in);
+  if (p->out >= 0) close(p->out);
+  p->in = p->out = -1;
+  free(p->buf);
+  p->buf = NULL;
+}
+
+int vm_run_in(char *const argv[], char *const env[], const char *cgroup, char *out, size_t size)
+{
+  vm_proc_t p;
+  vm_spawn(&p, argv, env, cgroup, VM_SPAWN_STDERR);
+  int st = vm_proc_wait(&p);
+  snprintf(out, size, "%s", p.buf);
+  vm_proc_kill(&p);
+  return st;
+}
+
+void vm_cgroup_make(char *path, size_t size, const char *rel)
+{
+  int n = snprintf(path, size, "/sys/fs/cgroup/%s", rel);
+  cr_assert(n > 0 && (size_t)n < size, "cgroup path too long: %s", rel);
+  cr_assert_eq(mkdir(path, 0755), 0, "mkdir %s: %s", path, strerror(errno));
+}
+
+void vm_cgroup_set(const char *cg, const char *file, const char *value)
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", cg, file);
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
+  ssize_t n = write(fd, value, strlen(value));
+  int err = errno;
+  close(fd);
+  cr_assert_eq(n, (ssize_t)strlen(value), "write '%s' to %s: %s", value, path, strerror(err));
+}
+
+int vm_cgroup_remove(const char *cg)
+{
+  for (int i = 0; i < 200; i++) {
+    if (rmdir(cg) == 0) return 0;
+    if (errno != EBUSY) return errno;
+    usleep(10000);
+  }
+  return EBUSY;
+}
+
+int vm_cgroup_numa_anon(const char *cg, uint64_t bytes[VM_MAX_NODES])
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/memory.numa_stat", cg);
+  char *buf = vm_read_all(path);
+  if (!buf) return -1;
+  int found = -1;
+  for (char *line = buf, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = 0;
+    if (strncmp(line, "anon ", 5) != 0) continue;
+    found = 0;
+    for (char *tok = strtok(line + 5, " "); tok; tok = strtok(NULL, " ")) {
+      int node;
+      unsigned long long v;
+      if (sscanf(tok, "N%d=%llu", &node, &v) == 2 && node >= 0 && node < VM_MAX_NODES)
+        bytes[node] += v;
+    }
+  }
+  free(buf);
+  return found;
+}
+
+uint64_t vm_node_memtotal(int n)
+{
+  char path[96], buf[4096];
+  snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", n);
+  if (vm_read_file(path, buf, sizeof buf) != 0) return 0;
+  const char *p = strstr(buf, "MemTotal:");
+  return p ? strtoull(p + strlen("MemTotal:"), NULL, 10) * 1024 : 0;
 }
 
 const char *vm_self(void)

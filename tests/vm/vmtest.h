@@ -62,6 +62,64 @@ int vm_tiered_anon_huge_bytes(uint64_t *huge);
  * status, or 128+signal. */
 int vm_run(char *const argv[], char *const env[], char *out, size_t size);
 
+/* A child process with pipes to its stdin and from its stdout (and, with
+ * VM_SPAWN_STDERR, its stderr too: tiermalloc's warnings and
+ * TIERMALLOC_VERBOSE lines then come into the same text), for a test that
+ * talks to a child while it runs. */
+typedef struct vm_proc_s {
+  pid_t pid;        /* 0 once waited for */
+  int in, out;      /* write end of its stdin, read end of its output; -1 when closed */
+  char *buf;        /* all its output so far, NUL-terminated (malloc'd) */
+  size_t len, size;
+} vm_proc_t;
+#define VM_SPAWN_STDERR 1
+
+/* Starts argv with the environment as vm_run builds it. With cgroup (a
+ * directory under /sys/fs/cgroup), the child moves itself there ("0" into
+ * its cgroup.procs) before exec, so tiermalloc reads that cgroup from its
+ * first malloc; it exits 126 when it cannot. Fails the test on error. */
+void vm_spawn(vm_proc_t *p, char *const argv[], char *const env[], const char *cgroup, int flags);
+
+/* Reads the child's output until a line starting with `prefix` has arrived
+ * whole; returns that line (in p->buf, up to its newline), or NULL at end of
+ * output or after timeout_ms. */
+const char *vm_proc_expect(vm_proc_t *p, const char *prefix, int timeout_ms);
+
+/* Writes a line (newline added) to the child's stdin. Returns 0 or an errno. */
+int vm_proc_say(vm_proc_t *p, const char *line);
+
+/* Closes its stdin, reads the rest of its output, waits. Returns the exit
+ * status, or 128+signal. */
+int vm_proc_wait(vm_proc_t *p);
+
+/* For a test's fini: SIGKILL the child if it still runs, wait, free. */
+void vm_proc_kill(vm_proc_t *p);
+
+/* Runs argv (vm_run's environment) in `cgroup` (NULL: this process's),
+ * stdout and stderr captured into out. Returns the exit status. */
+int vm_run_in(char *const argv[], char *const env[], const char *cgroup, char *out, size_t size);
+
+/* ---- cgroup v2 (/sys/fs/cgroup, memory enabled for children) ---- */
+
+/* mkdir /sys/fs/cgroup/<rel>; its path into path[size]. Fails the test on error. */
+void vm_cgroup_make(char *path, size_t size, const char *rel);
+
+/* Writes value into <cg>/<file>. Fails the test on error. */
+void vm_cgroup_set(const char *cg, const char *file, const char *value);
+
+/* rmdir of the cgroup, retried for up to 2 s while the kernel still counts
+ * an exited process in it (EBUSY). Returns 0 or an errno (ENOENT: it was
+ * not there). No Criterion calls. */
+int vm_cgroup_remove(const char *cg);
+
+/* The "anon N0=... N1=..." line of <cg>/memory.numa_stat: bytes per node
+ * into bytes[] (added). Returns 0 or -1. No Criterion calls. */
+int vm_cgroup_numa_anon(const char *cg, uint64_t bytes[VM_MAX_NODES]);
+
+/* MemTotal of node n (/sys/devices/system/node/nodeN/meminfo), bytes; 0
+ * when unreadable. */
+uint64_t vm_node_memtotal(int n);
+
 /* This test binary itself (for child modes, see vm_child.c) and the library
  * next to it ($ORIGIN/../libtiermalloc.so). */
 const char *vm_self(void);
