@@ -151,7 +151,7 @@ static const char *budget_bytes(uint64_t v, char *buf, size_t size)
   int u = 0;
   while (d >= 1024 && u < 5) { d /= 1024; u++; }
   if (u == 0) snprintf(buf, size, "%llu B", (unsigned long long)v);
-  else snprintf(buf, size, "%.1f %s", d, unit[u]);
+  else snprintf(buf, size, u >= 3 ? "%.2f %s" : "%.1f %s", d, unit[u]);
   return buf;
 }
 

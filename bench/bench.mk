@@ -18,7 +18,7 @@ $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -ldl
 
-bench: $(BENCH_PROGS)
+bench: $(BENCH_PROGS) $(B)/tests/progs/idle
 	bench/run --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_ARGS)
 
 # Instructions executed inside each allocator on the real programs

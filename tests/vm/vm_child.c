@@ -319,6 +319,14 @@ static void child_phases(void)
              "used0=%llu room0=%llu\n", want, ms, probes, pace, got, on, off,
              (unsigned long long)s.tier[0].budget.max, (unsigned long long)s.tier[0].budget.high,
              (unsigned long long)s.tier[0].used, (unsigned long long)room);
+      if (getenv("VMTEST_DEBUG") && p) {
+        printf("debug p=%p", (void *)p);
+        for (char *a = p; a < p + probe; a = (char *)(((uintptr_t)a | (2 * VM_MIB - 1)) + 1))
+          printf(" [%p t%d]", (void *)a, tier_of(a));
+        printf("\n");
+        for (size_t i = 0; i < nkept; i++)
+          if (kept[i]) printf("debug kept %p t%d\n", (void *)kept[i], kept_tier[i]);
+      }
       if (p) {
         kept[nkept] = p;
         kept_tier[nkept++] = got;
@@ -327,6 +335,7 @@ static void child_phases(void)
       size_t freed = 0;
       for (size_t i = 0; i < nkept; i++) {
         if (kept[i] && kept_tier[i] <= 0) {   /* -1: parts on two tiers */
+          if (getenv("VMTEST_DEBUG")) printf("debug free %p\n", (void *)kept[i]);
           free(kept[i]);
           kept[i] = NULL;
           freed++;
