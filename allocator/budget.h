@@ -72,8 +72,10 @@ void tm_budget_init(const tm_topology_t *topo, const char *root);
 
 /* Re-reads the cgroup and derives again when the last read is at least
  * TM_BUDGET_REFRESH_NS old, so a change to the cgroup takes effect for new
- * memory within a second or so. For the allocator's slow path: it never
- * blocks (a concurrent refresh wins) and never allocates. */
+ * memory within a second or so of the program's next carve or commit. For
+ * the allocator's slow path (extent hooks): it never blocks (a concurrent
+ * refresh wins), never allocates, and costs a coarse clock read when it is
+ * not due. A warning it has already given is not repeated. */
 #define TM_BUDGET_REFRESH_NS 1000000000ull
 void tm_budget_refresh(void);
 

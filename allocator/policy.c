@@ -102,6 +102,7 @@ void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)
 {
   uintptr_t a = (uintptr_t)p, end = a + size;
   if (tm_chunk_of(p) == NULL) return;
+  tm_budget_refresh();
   while (a < end) {
     uintptr_t next = (a & ~(TM_CHUNK_SIZE - 1)) + TM_CHUNK_SIZE;
     uint32_t n = (uint32_t)((next < end ? next : end) - a);

@@ -62,8 +62,12 @@ int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
             err == ENOMEM ? "out of address space" : "mmap failed");
     return err;
   }
+  /* Chunks (chunkmap.h) and transparent huge pages are 2 MiB blocks of the
+   * address space: start the ranges on such a block, so that each chunk is
+   * one. The guard above the last range absorbs the shift. */
+  uintptr_t first = ((uintptr_t)base + RANGE_ALIGN - 1) & ~(uintptr_t)(RANGE_ALIGN - 1);
   for (unsigned i = 0; i < n; i++) {
-    uintptr_t start = (uintptr_t)base + ((uintptr_t)i << shift);
+    uintptr_t start = first + ((uintptr_t)i << shift);
     /* The first RANGE_ALIGN bytes stay PROT_NONE: the range's RW part can
      * then never merge with a mapping below it, so each numa_maps line of a
      * range starts inside the range. */
@@ -74,7 +78,7 @@ int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
         tm_warn("mbind failed (errno %d); pages go where the kernel puts them", berr);
     }
   }
-  tm_ranges.base = (uintptr_t)base;
+  tm_ranges.base = first;
   tm_ranges.shift = shift;
   tm_ranges.size = size;
   tm_ranges.n = n;

@@ -155,7 +155,7 @@ Test(budget, cgroup_v1_limit_is_max_and_soft_limit_is_high, .init = cr_redirect_
   cr_expect_eq(bt_limit(0, TM_LIMIT_MAX)->source, TIER_BUDGET_CGROUP_V1);
   char why[256];
   tm_budget_explain(&bt, 0, TM_LIMIT_HIGH, why, sizeof why);
-  cr_expect(strstr(why, "memory.soft_limit_in_bytes 1.0 GiB") != NULL, "%s", why);
+  cr_expect(strstr(why, "memory.soft_limit_in_bytes 1.00 GiB") != NULL, "%s", why);
 }
 
 Test(budget, out_of_order_limits_are_clamped_with_one_warning, .init = cr_redirect_stderr)

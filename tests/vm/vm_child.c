@@ -242,13 +242,15 @@ static void child_where(char *p, size_t len, const tier_stats_t *s, int t, size_
  * on tier 0> on=<pages on tier 0's nodes> off=<elsewhere> max0=... used0=...".
  * Then reads commands, one per line:
  *   "move 0" / "move 1": mallocs 2 MiB blocks, untouched, until one lies
- *        wholly on tier 0 ("move 0"), or wholly on one tier below it
- *        ("move 1"), for up to 4 s. The others are kept, so jemalloc keeps
+ *        wholly on tier 0 and charges it more chunks ("move 0"), or wholly on
+ *        one tier below it ("move 1"), for up to 4 s. The others are kept, so jemalloc keeps
  *        carving new extents (the cgroup is re-read only then), paced so
  *        that 3 s of them cannot fill the room tier 0 had when the command
  *        came (a full tier 0 would send blocks down for the wrong reason).
  *        The block that arrived is touched and its pages located. Prints
- *        "move T ms=<since the command> probes=<kept> pace=<ms> tier=<its
+ *        "move T ms=<since the command> probes=<kept> holes=<of them, blocks
+ *        wholly on tier 0 that charged it nothing more: first fit put them
+ *        into chunks that held tier-0 memory already> pace=<ms> tier=<its
  *        tier, -1 at the timeout> on=<pages on that tier's nodes> off=<not>
  *        max0= high0= used0= (tier 0, now) room0=<its room at the start>".
  *   "free": frees the kept blocks with a part on tier 0 (the 64 MiB of the
@@ -298,12 +300,21 @@ static void child_phases(void)
       if (pace > 100) pace = 100;
       int got = -1;
       char *p = NULL;
-      size_t probes = 0;
+      size_t probes = 0, holes = 0;
+      uint64_t used0 = s.tier[0].used;
       while (child_ms() - t0 < 4000 && nkept < MAX_PROBES) {
         p = malloc(probe);
         if (!p) { printf("error=malloc\n"); return; }
         int t = child_block_tier(p, probe);
-        if ((want == 0 && t == 0) || (want != 0 && t > 0)) { got = t; break; }
+        if (want != 0 && t > 0) { got = t; break; }
+        if (want == 0 && t == 0) {
+          /* Wholly on tier 0 because it fits a hole in chunks that were on
+           * tier 0 already (first fit reuses freed blocks), or because new
+           * chunks went there: only these charge tier 0 more. */
+          if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
+          if (s.tier[0].used > used0) { got = t; break; }
+          holes++;
+        }
         kept[nkept] = p;
         kept_tier[nkept++] = t;
         probes++;
@@ -315,18 +326,10 @@ static void child_phases(void)
       on = off = 0;
       if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
       if (p) child_where(p, probe, &s, got, &on, &off);
-      printf("move %d ms=%lld probes=%zu pace=%lld tier=%d on=%zu off=%zu max0=%llu high0=%llu "
-             "used0=%llu room0=%llu\n", want, ms, probes, pace, got, on, off,
+      printf("move %d ms=%lld probes=%zu holes=%zu pace=%lld tier=%d on=%zu off=%zu max0=%llu "
+             "high0=%llu used0=%llu room0=%llu\n", want, ms, probes, holes, pace, got, on, off,
              (unsigned long long)s.tier[0].budget.max, (unsigned long long)s.tier[0].budget.high,
              (unsigned long long)s.tier[0].used, (unsigned long long)room);
-      if (getenv("VMTEST_DEBUG") && p) {
-        printf("debug p=%p", (void *)p);
-        for (char *a = p; a < p + probe; a = (char *)(((uintptr_t)a | (2 * VM_MIB - 1)) + 1))
-          printf(" [%p t%d]", (void *)a, tier_of(a));
-        printf("\n");
-        for (size_t i = 0; i < nkept; i++)
-          if (kept[i]) printf("debug kept %p t%d\n", (void *)kept[i], kept_tier[i]);
-      }
       if (p) {
         kept[nkept] = p;
         kept_tier[nkept++] = got;
@@ -335,7 +338,6 @@ static void child_phases(void)
       size_t freed = 0;
       for (size_t i = 0; i < nkept; i++) {
         if (kept[i] && kept_tier[i] <= 0) {   /* -1: parts on two tiers */
-          if (getenv("VMTEST_DEBUG")) printf("debug free %p\n", (void *)kept[i]);
           free(kept[i]);
           kept[i] = NULL;
           freed++;
