@@ -17,6 +17,7 @@
 
 #include "cgroup.h"
 #include "capture.h"
+#include "tmptree.h"
 
 #define FIXTURES "tests/fixtures"
 #define MiB (1024ULL * 1024)
@@ -92,61 +93,6 @@ static void cg_check_captured_v2(const char *tree)
   cg_check_limit(&cg, TM_LIMIT_HIGH, 209715200, "/app");
   cg_check_limit(&cg, TM_LIMIT_MAX, 314572800, "/app");
   cg_check_no_toptier(&cg);
-}
-
-/* Temporary trees: one per test, removed by .fini. */
-static char cg_tmp[64];
-
-static void cg_tmp_make(const char *copy_of)
-{
-  strcpy(cg_tmp, "/tmp/tm-cgroup-XXXXXX");
-  cr_assert_not_null(mkdtemp(cg_tmp));
-  if (copy_of) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "cp -R %s/%s/. %s", FIXTURES, copy_of, cg_tmp);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
-  }
-}
-
-static void cg_tmp_cleanup(void)
-{
-  if (!cg_tmp[0]) return;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", cg_tmp);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", cg_tmp);
-}
-
-/* <tmp>/rel, for messages and checks. */
-static const char *cg_tmp_path(const char *rel)
-{
-  static char path[512];
-  snprintf(path, sizeof path, "%s/%s", cg_tmp, rel);
-  return path;
-}
-
-/* Writes rel (relative to the temporary root), creating its directories and
- * replacing any copied file. */
-static void cg_put(const char *rel, const char *content)
-{
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", cg_tmp, rel);
-  for (char *p = path + strlen(cg_tmp) + 1; (p = strchr(p, '/')); p++) {
-    *p = '\0';
-    mkdir(path, 0755);
-    *p = '/';
-  }
-  unlink(path);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  cr_assert_geq(fd, 0, "open %s", path);
-  cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
-  close(fd);
-}
-
-static void cg_rm_rf(const char *rel)
-{
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s/%s'", cg_tmp, rel);
-  cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
 #define V2_APP "sys/fs/cgroup/app/"
@@ -230,34 +176,34 @@ Test(cgroup, v2_toptier_files_with_ancestors)
 
 /* ---- absence ---------------------------------------------------------------- */
 
-Test(cgroup, no_cgroup_files_is_none_unlimited_and_silent, .fini = cg_tmp_cleanup)
+Test(cgroup, no_cgroup_files_is_none_unlimited_and_silent, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make(NULL);
+  tmptree_make(NULL);
   memset(&cg, 0xa5, sizeof cg);
-  cg_read_quiet(cg_tmp, &cg);
+  cg_read_quiet(tmptree, &cg);
   cg_check_none(&cg);
 }
 
 /* A process in the v2 root cgroup: the root has no memory.max or memory.high. */
-Test(cgroup, v2_root_cgroup_without_memory_files_is_none, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_root_cgroup_without_memory_files_is_none, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make(NULL);
-  cg_put("proc/self/cgroup", "0::/\n");
-  cg_put("proc/self/mountinfo", V2_MOUNTINFO);
-  cg_put("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make(NULL);
+  tmptree_put("proc/self/cgroup", "0::/\n");
+  tmptree_put("proc/self/mountinfo", V2_MOUNTINFO);
+  tmptree_put("sys/fs/cgroup/cgroup.controllers", "cpuset cpu io memory pids\n");
+  cg_read_quiet(tmptree, &cg);
   cg_check_none(&cg);
 }
 
 /* A hybrid host whose v2 cgroup has the memory files is v2, not v1. */
-Test(cgroup, v2_is_chosen_over_v1_when_its_cgroup_has_memory_files, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_is_chosen_over_v1_when_its_cgroup_has_memory_files, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("host-single-node");
-  cg_put("sys/fs/cgroup/unified/memory.max", "4194304\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("host-single-node");
+  tmptree_put("sys/fs/cgroup/unified/memory.max", "4194304\n");
+  cg_read_quiet(tmptree, &cg);
   cr_assert_eq(cg.version, TM_CGROUP_V2, "version %d", cg.version);
   cr_assert_str_eq(cg.path, "/");
   cg_check_limit(&cg, TM_LIMIT_MAX, 4 * MiB, "/");
@@ -265,15 +211,15 @@ Test(cgroup, v2_is_chosen_over_v1_when_its_cgroup_has_memory_files, .fini = cg_t
 
 /* ---- v1 ----------------------------------------------------------------------- */
 
-Test(cgroup, v1_limit_is_max_and_soft_limit_is_high_with_ancestors, .fini = cg_tmp_cleanup)
+Test(cgroup, v1_limit_is_max_and_soft_limit_is_high_with_ancestors, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("host-single-node");
-  cg_put(V1_APP "memory.limit_in_bytes", "536870912\n");
-  cg_put(V1_APP "memory.soft_limit_in_bytes", "268435456\n");
-  cg_put("sys/fs/cgroup/memory/jobs/memory.limit_in_bytes", "402653184\n");
-  cg_put("sys/fs/cgroup/memory/jobs/memory.soft_limit_in_bytes", "9223372036854771712\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("host-single-node");
+  tmptree_put(V1_APP "memory.limit_in_bytes", "536870912\n");
+  tmptree_put(V1_APP "memory.soft_limit_in_bytes", "268435456\n");
+  tmptree_put("sys/fs/cgroup/memory/jobs/memory.limit_in_bytes", "402653184\n");
+  tmptree_put("sys/fs/cgroup/memory/jobs/memory.soft_limit_in_bytes", "9223372036854771712\n");
+  cg_read_quiet(tmptree, &cg);
   cr_assert_eq(cg.version, TM_CGROUP_V1);
   cg_check_limit(&cg, TM_LIMIT_MIN, 0, "");
   cg_check_limit(&cg, TM_LIMIT_LOW, 0, "");
@@ -281,26 +227,26 @@ Test(cgroup, v1_limit_is_max_and_soft_limit_is_high_with_ancestors, .fini = cg_t
   cg_check_limit(&cg, TM_LIMIT_MAX, 384 * MiB, "/jobs");
 }
 
-Test(cgroup, v1_values_from_2_62_are_unlimited, .fini = cg_tmp_cleanup)
+Test(cgroup, v1_values_from_2_62_are_unlimited, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("host-single-node");
-  cg_put(V1_APP "memory.limit_in_bytes", "4611686018427387904\n");       /* 2^62 */
-  cg_put(V1_APP "memory.soft_limit_in_bytes", "4611686018427387903\n");  /* 2^62 - 1 */
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("host-single-node");
+  tmptree_put(V1_APP "memory.limit_in_bytes", "4611686018427387904\n");       /* 2^62 */
+  tmptree_put(V1_APP "memory.soft_limit_in_bytes", "4611686018427387903\n");  /* 2^62 - 1 */
+  cg_read_quiet(tmptree, &cg);
   cg_check_limit(&cg, TM_LIMIT_MAX, UNLIM, "");
   cg_check_limit(&cg, TM_LIMIT_HIGH, (1ULL << 62) - 1, "/jobs/app");
 }
 
 /* ---- values ------------------------------------------------------------------- */
 
-Test(cgroup, v2_max_everywhere_is_unlimited_with_no_from, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_max_everywhere_is_unlimited_with_no_from, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put(V2_APP "memory.max", "max\n");
-  cg_put(V2_APP "memory.high", "max\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put(V2_APP "memory.max", "max\n");
+  tmptree_put(V2_APP "memory.high", "max\n");
+  cg_read_quiet(tmptree, &cg);
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cg_check_limit(&cg, TM_LIMIT_HIGH, UNLIM, "");
   cg_check_limit(&cg, TM_LIMIT_MAX, UNLIM, "");
@@ -308,22 +254,22 @@ Test(cgroup, v2_max_everywhere_is_unlimited_with_no_from, .fini = cg_tmp_cleanup
 
 /* Every malformed memory.max gets one warning naming the file and limits
  * nothing (worker's memory.max is "max", so max ends up unlimited). */
-Test(cgroup, v2_parser_is_strict, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_parser_is_strict, .fini = tmptree_cleanup)
 {
   static const char *const bad[] = {
     " 12\n", "12 \n", "12k\n", "-1\n", "+1\n", "", "\n", "12", "12\n\n", "1\n2\n",
     "max", "MAX\n", "max \n", "0x10\n", "18446744073709551616\n",
     "123456789012345678901234567890123456789\n",
   };
-  cg_tmp_make("dram-cxl-6.12");
-  const char *file = cg_tmp_path(V2_APP "memory.max");
+  tmptree_make("dram-cxl-6.12");
+  const char *file = tmptree_path(V2_APP "memory.max");
   char want[512];
   snprintf(want, sizeof want, "%s", file);
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     tm_cgroup_limits_t cg;
     const char *err;
-    cg_put(V2_APP "memory.max", bad[k]);
-    int rc = cg_read(cg_tmp, &cg, &err);
+    tmptree_put(V2_APP "memory.max", bad[k]);
+    int rc = cg_read(tmptree, &cg, &err);
     cr_assert_eq(rc, 0);
     cr_assert_eq(capture_count_lines(err), 1, "value '%s': want one warning, got: %s", bad[k], err);
     cr_assert_not_null(strstr(err, want), "value '%s': warning does not name %s: %s", bad[k],
@@ -334,53 +280,53 @@ Test(cgroup, v2_parser_is_strict, .fini = cg_tmp_cleanup)
   }
 }
 
-Test(cgroup, v2_parser_accepts_digits_and_one_newline, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_parser_accepts_digits_and_one_newline, .fini = tmptree_cleanup)
 {
   static const struct { const char *text; uint64_t v; } good[] = {
     { "0\n", 0 }, { "4096\n", 4096 }, { "0004096\n", 4096 },
     { "18446744073709551614\n", UINT64_MAX - 1 },
   };
-  cg_tmp_make("dram-cxl-6.12");
+  tmptree_make("dram-cxl-6.12");
   for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
     tm_cgroup_limits_t cg;
-    cg_put(V2_APP "memory.max", good[k].text);
-    cg_read_quiet(cg_tmp, &cg);
+    tmptree_put(V2_APP "memory.max", good[k].text);
+    cg_read_quiet(tmptree, &cg);
     cg_check_limit(&cg, TM_LIMIT_MAX, good[k].v, "/app");
   }
 }
 
 /* On equal values the nearer cgroup is named. */
-Test(cgroup, v2_tie_names_the_nearer_cgroup, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_tie_names_the_nearer_cgroup, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put(V2_APP "worker/memory.max", "314572800\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put(V2_APP "worker/memory.max", "314572800\n");
+  cg_read_quiet(tmptree, &cg);
   cg_check_limit(&cg, TM_LIMIT_MAX, 314572800, "/app/worker");
 }
 
 /* A value in the hierarchy's root directory is named "/". */
-Test(cgroup, v2_value_at_the_hierarchy_root_is_from_slash, .fini = cg_tmp_cleanup)
+Test(cgroup, v2_value_at_the_hierarchy_root_is_from_slash, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put("sys/fs/cgroup/memory.max", "1048576\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put("sys/fs/cgroup/memory.max", "1048576\n");
+  cg_read_quiet(tmptree, &cg);
   cg_check_limit(&cg, TM_LIMIT_MAX, 1 * MiB, "/");
 }
 
 /* ---- errors ----------------------------------------------------------------- */
 
 Test(cgroup, garbage_value_warns_once_naming_the_file_and_limits_nothing,
-     .fini = cg_tmp_cleanup)
+     .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put(V2_APP "memory.max", "lots\n");
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put(V2_APP "memory.max", "lots\n");
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, 0);
-  cg_check_one_warning(err, cg_tmp_path(V2_APP "memory.max"));
+  cg_check_one_warning(err, tmptree_path(V2_APP "memory.max"));
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cg_check_limit(&cg, TM_LIMIT_MAX, UNLIM, "");
   cg_check_limit(&cg, TM_LIMIT_HIGH, 209715200, "/app");
@@ -389,58 +335,58 @@ Test(cgroup, garbage_value_warns_once_naming_the_file_and_limits_nothing,
 
 /* Tests run as root, whom chmod 000 does not stop; a directory where the file
  * should be fails the read (EISDIR) the same way. */
-Test(cgroup, unreadable_file_warns_once_and_limits_nothing, .fini = cg_tmp_cleanup)
+Test(cgroup, unreadable_file_warns_once_and_limits_nothing, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_rm_rf(V2_APP "memory.high");
-  cr_assert_eq(mkdir(cg_tmp_path(V2_APP "memory.high"), 0755), 0);
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_rm(V2_APP "memory.high");
+  cr_assert_eq(mkdir(tmptree_path(V2_APP "memory.high"), 0755), 0);
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, 0);
-  cg_check_one_warning(err, cg_tmp_path(V2_APP "memory.high"));
+  cg_check_one_warning(err, tmptree_path(V2_APP "memory.high"));
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cg_check_limit(&cg, TM_LIMIT_HIGH, UNLIM, "");
   cg_check_limit(&cg, TM_LIMIT_MAX, 314572800, "/app");
 }
 
 /* The cgroup /proc/self/cgroup names is gone from the mount. */
-Test(cgroup, removed_cgroup_directory_warns_and_returns_enoent, .fini = cg_tmp_cleanup)
+Test(cgroup, removed_cgroup_directory_warns_and_returns_enoent, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_rm_rf(V2_APP "worker");
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_rm(V2_APP "worker");
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, ENOENT, "rc %d", rc);
-  cg_check_one_warning(err, cg_tmp_path(V2_APP "worker"));
+  cg_check_one_warning(err, tmptree_path(V2_APP "worker"));
   cg_check_none(&cg);
 }
 
 /* What the kernel shows for a v2 cgroup removed while the process runs: its
  * limits are not read even though the directory is still in the tree. */
-Test(cgroup, deleted_cgroup_warns_and_returns_enoent, .fini = cg_tmp_cleanup)
+Test(cgroup, deleted_cgroup_warns_and_returns_enoent, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put("proc/self/cgroup", "0::/app/worker (deleted)\n");
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put("proc/self/cgroup", "0::/app/worker (deleted)\n");
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, ENOENT, "rc %d", rc);
   cg_check_one_warning(err, "/app/worker was removed");
   cg_check_none(&cg);
 }
 
 Test(cgroup, malformed_proc_self_cgroup_line_warns_once_and_is_skipped,
-     .fini = cg_tmp_cleanup)
+     .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put("proc/self/cgroup", "garbage\n0::/app/worker\n");
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put("proc/self/cgroup", "garbage\n0::/app/worker\n");
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, 0);
-  cg_check_one_warning(err, cg_tmp_path("proc/self/cgroup"));
+  cg_check_one_warning(err, tmptree_path("proc/self/cgroup"));
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cg_check_limit(&cg, TM_LIMIT_MAX, 314572800, "/app");
 }
@@ -449,45 +395,45 @@ Test(cgroup, malformed_proc_self_cgroup_line_warns_once_and_is_skipped,
 
 /* A mount whose root is /app (a container's view): /app is the mount point,
  * and the walk stops there. */
-Test(cgroup, mount_root_is_removed_from_the_path, .fini = cg_tmp_cleanup)
+Test(cgroup, mount_root_is_removed_from_the_path, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make(NULL);
-  cg_put("proc/self/cgroup", "0::/app/worker\n");
-  cg_put("proc/self/mountinfo",
+  tmptree_make(NULL);
+  tmptree_put("proc/self/cgroup", "0::/app/worker\n");
+  tmptree_put("proc/self/mountinfo",
          "28 25 0:25 /app /sys/fs/cgroup rw,relatime shared:9 - cgroup2 cgroup2 rw\n");
-  cg_put("sys/fs/cgroup/worker/memory.max", "1048576\n");
-  cg_put("sys/fs/cgroup/memory.max", "2097152\n");
-  cg_put("sys/fs/cgroup/memory.high", "3145728\n");
-  cg_put("sys/fs/memory.high", "1\n");   /* above the mount: never read */
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_put("sys/fs/cgroup/worker/memory.max", "1048576\n");
+  tmptree_put("sys/fs/cgroup/memory.max", "2097152\n");
+  tmptree_put("sys/fs/cgroup/memory.high", "3145728\n");
+  tmptree_put("sys/fs/memory.high", "1\n");   /* above the mount: never read */
+  cg_read_quiet(tmptree, &cg);
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cr_assert_str_eq(cg.path, "/app/worker");
   cg_check_limit(&cg, TM_LIMIT_MAX, 1 * MiB, "/app/worker");
   cg_check_limit(&cg, TM_LIMIT_HIGH, 3 * MiB, "/app");
 }
 
-Test(cgroup, path_not_under_the_mount_root_warns_and_limits_nothing, .fini = cg_tmp_cleanup)
+Test(cgroup, path_not_under_the_mount_root_warns_and_limits_nothing, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
   const char *err;
-  cg_tmp_make("dram-cxl-6.12");
-  cg_put("proc/self/mountinfo", "28 25 0:25 /other /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
-  int rc = cg_read(cg_tmp, &cg, &err);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put("proc/self/mountinfo", "28 25 0:25 /other /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n");
+  int rc = cg_read(tmptree, &cg, &err);
   cr_assert_eq(rc, 0);
   cg_check_one_warning(err, "/app/worker is not under");
   cg_check_none(&cg);
 }
 
 /* mountinfo writes a space in a mount point as \040. */
-Test(cgroup, escaped_mount_point_is_unescaped, .fini = cg_tmp_cleanup)
+Test(cgroup, escaped_mount_point_is_unescaped, .fini = tmptree_cleanup)
 {
   tm_cgroup_limits_t cg;
-  cg_tmp_make(NULL);
-  cg_put("proc/self/cgroup", "0::/app\n");
-  cg_put("proc/self/mountinfo", "28 25 0:25 / /cg\\040v2 rw,relatime - cgroup2 none rw\n");
-  cg_put("cg v2/app/memory.max", "8388608\n");
-  cg_read_quiet(cg_tmp, &cg);
+  tmptree_make(NULL);
+  tmptree_put("proc/self/cgroup", "0::/app\n");
+  tmptree_put("proc/self/mountinfo", "28 25 0:25 / /cg\\040v2 rw,relatime - cgroup2 none rw\n");
+  tmptree_put("cg v2/app/memory.max", "8388608\n");
+  cg_read_quiet(tmptree, &cg);
   cr_assert_eq(cg.version, TM_CGROUP_V2);
   cg_check_limit(&cg, TM_LIMIT_MAX, 8 * MiB, "/app");
 }

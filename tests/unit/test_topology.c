@@ -18,6 +18,7 @@
 
 #include "topology.h"
 #include "capture.h"
+#include "tmptree.h"
 
 #define FIXTURES "tests/fixtures"
 #define KB 1024ULL
@@ -61,53 +62,6 @@ static void topo_check_unplaced(const tm_topology_t *t)
   }
 }
 
-/* Temporary trees: one per test, removed by .fini. */
-static char topo_tmp[64];
-
-static void topo_tmp_make(const char *copy_of)
-{
-  strcpy(topo_tmp, "/tmp/tm-topo-XXXXXX");
-  cr_assert_not_null(mkdtemp(topo_tmp));
-  if (copy_of) {
-    char cmd[256];
-    snprintf(cmd, sizeof cmd, "cp -R %s/%s/. %s", FIXTURES, copy_of, topo_tmp);
-    cr_assert_eq(system(cmd), 0, "%s", cmd);
-  }
-}
-
-static void topo_tmp_cleanup(void)
-{
-  if (!topo_tmp[0]) return;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", topo_tmp);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", topo_tmp);
-}
-
-/* Writes rel (relative to the temporary root), creating its directories and
- * replacing any copied (read-only) file. */
-static void topo_put(const char *rel, const char *content)
-{
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", topo_tmp, rel);
-  for (char *p = path + strlen(topo_tmp) + 1; (p = strchr(p, '/')); p++) {
-    *p = '\0';
-    mkdir(path, 0755);
-    *p = '/';
-  }
-  unlink(path);
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  cr_assert_geq(fd, 0, "open %s", path);
-  cr_assert_eq(write(fd, content, strlen(content)), (ssize_t)strlen(content));
-  close(fd);
-}
-
-static void topo_rm(const char *rel)
-{
-  char path[512];
-  snprintf(path, sizeof path, "%s/%s", topo_tmp, rel);
-  cr_assert_eq(unlink(path), 0, "unlink %s", path);
-}
-
 #define NODE_DIR "sys/devices/system/node/"
 #define TIER_DIR "sys/devices/virtual/memory_tiering/"
 
@@ -121,7 +75,7 @@ static void topo_put_mems_allowed(uint32_t high, uint32_t low)
     n += snprintf(status + n, sizeof status - (size_t)n, "%08x%s",
                   w == 1 ? high : w == 0 ? low : 0, w ? "," : "\n");
   snprintf(status + n, sizeof status - (size_t)n, "Mems_allowed_list:\t(unused)\n");
-  topo_put("proc/self/status", status);
+  tmptree_put("proc/self/status", status);
 }
 
 /* A synthetic node n with (n + 1) * 1000 kB and the given cpulist. */
@@ -131,16 +85,16 @@ static void topo_put_node(int n, const char *cpulist)
   snprintf(rel, sizeof rel, NODE_DIR "node%d/meminfo", n);
   snprintf(meminfo, sizeof meminfo, "Node %d MemTotal:  %8d kB\nNode %d MemFree:   %8d kB\n", n,
            (n + 1) * 1000, n, 1000);
-  topo_put(rel, meminfo);
+  tmptree_put(rel, meminfo);
   snprintf(rel, sizeof rel, NODE_DIR "node%d/cpulist", n);
-  topo_put(rel, cpulist);
+  tmptree_put(rel, cpulist);
 }
 
 static void topo_put_ktier(int id, const char *nodelist)
 {
   char rel[128];
   snprintf(rel, sizeof rel, TIER_DIR "memory_tier%d/nodelist", id);
-  topo_put(rel, nodelist);
+  tmptree_put(rel, nodelist);
 }
 
 /* ---- the captured trees ------------------------------------------------------ */
@@ -323,15 +277,15 @@ Test(topology, override_long_junk_warning_is_one_line)
 }
 
 /* Ten one-node tiers: the first seven stay, the rest share the last. */
-Test(topology, override_too_many_tiers_are_folded, .fini = topo_tmp_cleanup)
+Test(topology, override_too_many_tiers_are_folded, .fini = tmptree_cleanup)
 {
-  topo_tmp_make(NULL);
-  topo_put(NODE_DIR "has_memory", "0-9\n");
-  topo_put(NODE_DIR "has_cpu", "0\n");
+  tmptree_make(NULL);
+  tmptree_put(NODE_DIR "has_memory", "0-9\n");
+  tmptree_put(NODE_DIR "has_cpu", "0\n");
   for (int n = 0; n < 10; n++) topo_put_node(n, n ? "\n" : "0-1\n");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, "9;8;7;6;5;4;3;2;1;0"), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, "9;8;7;6;5;4;3;2;1;0"), 0);
   const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_OVERRIDE);
   cr_assert_eq(t.ntiers, TIER_MAX_TIERS);
@@ -349,12 +303,12 @@ Test(topology, override_too_many_tiers_are_folded, .fini = topo_tmp_cleanup)
 
 /* Only node0 allowed: one kernel tier left among the allowed nodes, so the
  * fallback applies and node1 is in no tier. */
-Test(topology, mems_allowed_excludes_cxl, .fini = topo_tmp_cleanup)
+Test(topology, mems_allowed_excludes_cxl, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-6.12");
+  tmptree_make("dram-cxl-6.12");
   topo_put_mems_allowed(0, 0x1);
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 1);
   topo_check_tier(&t, 0, "0", 514356, -1);
@@ -363,12 +317,12 @@ Test(topology, mems_allowed_excludes_cxl, .fini = topo_tmp_cleanup)
 }
 
 /* HBM not allowed: the two remaining kernel tiers keep their ids. */
-Test(topology, mems_allowed_excludes_hbm, .fini = topo_tmp_cleanup)
+Test(topology, mems_allowed_excludes_hbm, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("hbm-dram-cxl-6.12");
+  tmptree_make("hbm-dram-cxl-6.12");
   topo_put_mems_allowed(0, 0x5);
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 0, "0", 514356, 4);
@@ -376,13 +330,13 @@ Test(topology, mems_allowed_excludes_hbm, .fini = topo_tmp_cleanup)
   cr_assert_eq(t.node_tier[1], -1);
 }
 
-Test(topology, mems_allowed_drops_override_node, .fini = topo_tmp_cleanup)
+Test(topology, mems_allowed_drops_override_node, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("two-socket-two-cxl-6.12");
+  tmptree_make("two-socket-two-cxl-6.12");
   topo_put_mems_allowed(0, 0xb);  /* 0,1,3 */
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, "0-1;2;3"), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, "0-1;2;3"), 0);
   const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_OVERRIDE);
   cr_assert_eq(t.ntiers, 2);
@@ -392,17 +346,17 @@ Test(topology, mems_allowed_drops_override_node, .fini = topo_tmp_cleanup)
 }
 
 /* The second word from the right holds nodes 32-63. */
-Test(topology, mems_allowed_word_order, .fini = topo_tmp_cleanup)
+Test(topology, mems_allowed_word_order, .fini = tmptree_cleanup)
 {
-  topo_tmp_make(NULL);
-  topo_put(NODE_DIR "has_memory", "0,33,40\n");
-  topo_put(NODE_DIR "has_cpu", "0\n");
+  tmptree_make(NULL);
+  tmptree_put(NODE_DIR "has_memory", "0,33,40\n");
+  tmptree_put(NODE_DIR "has_cpu", "0\n");
   topo_put_node(0, "0-1\n");
   topo_put_node(33, "\n");
   topo_put_node(40, "\n");
   topo_put_mems_allowed(0x2, 0x1);  /* nodes 0 and 33 */
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 0, "0", 1000, -1);
@@ -410,14 +364,14 @@ Test(topology, mems_allowed_word_order, .fini = topo_tmp_cleanup)
   cr_assert_eq(t.node_tier[40], -1);
 }
 
-Test(topology, mems_allowed_short_and_malformed, .fini = topo_tmp_cleanup)
+Test(topology, mems_allowed_short_and_malformed, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-6.12");
+  tmptree_make("dram-cxl-6.12");
   tm_topology_t t;
 
   /* A kernel with few possible nodes prints one word. */
-  topo_put("proc/self/status", "Name:\tx\nMems_allowed:\t00000002\n");
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  tmptree_put("proc/self/status", "Name:\tx\nMems_allowed:\t00000002\n");
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.ntiers, 1);
   topo_check_tier(&t, 0, "1", 991592, -1);  /* CPU-less, but the only one allowed */
 
@@ -426,9 +380,9 @@ Test(topology, mems_allowed_short_and_malformed, .fini = topo_tmp_cleanup)
     "Mems_allowed:\t00000000,0000000g\n", "Mems_allowed:\t000000003\n",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    topo_put("proc/self/status", bad[i]);
+    tmptree_put("proc/self/status", bad[i]);
     capture_begin();
-    cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+    cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
     const char *err = capture_end();
     cr_assert_eq(t.ntiers, 2, "'%s' restricted the nodes", bad[i]);
     cr_assert_eq(capture_count_lines(err), 1, "'%s': stderr '%s'", bad[i], err);
@@ -436,27 +390,27 @@ Test(topology, mems_allowed_short_and_malformed, .fini = topo_tmp_cleanup)
   }
 }
 
-Test(topology, missing_status_means_no_restriction, .fini = topo_tmp_cleanup)
+Test(topology, missing_status_means_no_restriction, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("hbm-dram-cxl-6.12");
-  topo_rm("proc/self/status");
+  tmptree_make("hbm-dram-cxl-6.12");
+  tmptree_rm("proc/self/status");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.ntiers, 3);
   topo_check_tier(&t, 0, "1", 257876, 0);
 }
 
 /* has_memory missing: every online node; has_cpu missing: each cpulist. */
-Test(topology, missing_has_memory_and_has_cpu, .fini = topo_tmp_cleanup)
+Test(topology, missing_has_memory_and_has_cpu, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-flat-6.1");
-  topo_rm(NODE_DIR "has_memory");
-  topo_rm(NODE_DIR "has_cpu");
+  tmptree_make("dram-cxl-flat-6.1");
+  tmptree_rm(NODE_DIR "has_memory");
+  tmptree_rm(NODE_DIR "has_cpu");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 2);
@@ -466,38 +420,38 @@ Test(topology, missing_has_memory_and_has_cpu, .fini = topo_tmp_cleanup)
 
 /* No has_cpu and no cpulist for a node: it counts as having CPUs, so knowing
  * nothing about CPUs gives one tier rather than a guess. */
-Test(topology, missing_cpulist_counts_as_cpu_node, .fini = topo_tmp_cleanup)
+Test(topology, missing_cpulist_counts_as_cpu_node, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-flat-6.1");
-  topo_rm(NODE_DIR "has_cpu");
-  topo_rm(NODE_DIR "node1/cpulist");
+  tmptree_make("dram-cxl-flat-6.1");
+  tmptree_rm(NODE_DIR "has_cpu");
+  tmptree_rm(NODE_DIR "node1/cpulist");
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 1);
   topo_check_tier(&t, 0, "0-1", 514384 + 984544, -1);
 }
 
 /* Neither has_memory nor online: the nodeN directories. */
-Test(topology, missing_online_lists_node_dirs, .fini = topo_tmp_cleanup)
+Test(topology, missing_online_lists_node_dirs, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("two-socket-two-cxl-6.12");
-  topo_rm(NODE_DIR "has_memory");
-  topo_rm(NODE_DIR "online");
+  tmptree_make("two-socket-two-cxl-6.12");
+  tmptree_rm(NODE_DIR "has_memory");
+  tmptree_rm(NODE_DIR "online");
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   topo_check_tier(&t, 0, "0-1", 514620 + 477444, 4);
   topo_check_tier(&t, 1, "2-3", 515924 + 513712, 54);
 }
 
 /* A memoryless node (online, not in has_memory) is never placed. */
-Test(topology, memoryless_node_is_not_placed, .fini = topo_tmp_cleanup)
+Test(topology, memoryless_node_is_not_placed, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-6.12");
-  topo_put(NODE_DIR "has_memory", "0\n");
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put(NODE_DIR "has_memory", "0\n");
   tm_topology_t t;
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 1);
   topo_check_tier(&t, 0, "0", 514356, -1);
@@ -505,15 +459,15 @@ Test(topology, memoryless_node_is_not_placed, .fini = topo_tmp_cleanup)
 }
 
 /* Without memory_tiering (kernels before 6.1): the fallback, silently. */
-Test(topology, no_memory_tiering_dir, .fini = topo_tmp_cleanup)
+Test(topology, no_memory_tiering_dir, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-6.12");
+  tmptree_make("dram-cxl-6.12");
   char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -r %s/sys/devices/virtual", topo_tmp);
+  snprintf(cmd, sizeof cmd, "rm -r %s/sys/devices/virtual", tmptree);
   cr_assert_eq(system(cmd), 0);
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   cr_assert_str_eq(capture_end(), "");
   cr_assert_eq(t.source, TM_TOPO_CPU_FALLBACK);
   cr_assert_eq(t.ntiers, 2);
@@ -521,13 +475,13 @@ Test(topology, no_memory_tiering_dir, .fini = topo_tmp_cleanup)
   topo_check_tier(&t, 1, "1", 991592, -1);
 }
 
-Test(topology, missing_node_meminfo_gives_zero_capacity, .fini = topo_tmp_cleanup)
+Test(topology, missing_node_meminfo_gives_zero_capacity, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("dram-cxl-6.12");
-  topo_rm(NODE_DIR "node1/meminfo");
+  tmptree_make("dram-cxl-6.12");
+  tmptree_rm(NODE_DIR "node1/meminfo");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   const char *err = capture_end();
   cr_assert_eq(t.ntiers, 2);
   topo_check_tier(&t, 1, "1", 0, 54);
@@ -535,13 +489,13 @@ Test(topology, missing_node_meminfo_gives_zero_capacity, .fini = topo_tmp_cleanu
   cr_assert_not_null(strstr(err, "node1/meminfo"), "stderr '%s'", err);
 }
 
-Test(topology, bad_kernel_nodelist_warns, .fini = topo_tmp_cleanup)
+Test(topology, bad_kernel_nodelist_warns, .fini = tmptree_cleanup)
 {
-  topo_tmp_make("hbm-dram-cxl-6.12");
+  tmptree_make("hbm-dram-cxl-6.12");
   topo_put_ktier(0, "1-\n");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   const char *err = capture_end();
   cr_assert_eq(capture_count_lines(err), 1, "stderr '%s'", err);
   /* node1 is in no readable kernel tier: unknown speed goes to the bottom */
@@ -553,12 +507,12 @@ Test(topology, bad_kernel_nodelist_warns, .fini = topo_tmp_cleanup)
 
 /* Ten kernel tiers, listed in an order where text order and numeric order
  * differ (memory_tier10 sorts before memory_tier2 as text). */
-Test(topology, kernel_tiers_numeric_order_and_folding, .fini = topo_tmp_cleanup)
+Test(topology, kernel_tiers_numeric_order_and_folding, .fini = tmptree_cleanup)
 {
-  topo_tmp_make(NULL);
-  topo_put(NODE_DIR "has_memory", "0-9\n");
-  topo_put(NODE_DIR "has_cpu", "0\n");
-  topo_put(TIER_DIR "uevent", "");
+  tmptree_make(NULL);
+  tmptree_put(NODE_DIR "has_memory", "0-9\n");
+  tmptree_put(NODE_DIR "has_cpu", "0\n");
+  tmptree_put(TIER_DIR "uevent", "");
   for (int n = 0; n < 10; n++) {
     char list[8];
     topo_put_node(n, n ? "\n" : "0-1\n");
@@ -567,7 +521,7 @@ Test(topology, kernel_tiers_numeric_order_and_folding, .fini = topo_tmp_cleanup)
   }
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, NULL), 0);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, NULL), 0);
   const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_KERNEL_TIERS);
   cr_assert_eq(t.ntiers, TIER_MAX_TIERS);
@@ -596,13 +550,13 @@ Test(topology, missing_root_is_single_enoent)
 
 /* No node directory, but /proc/meminfo: capacity from MemTotal there; an
  * override cannot be checked against anything and is not used. */
-Test(topology, no_node_dir_uses_proc_meminfo, .fini = topo_tmp_cleanup)
+Test(topology, no_node_dir_uses_proc_meminfo, .fini = tmptree_cleanup)
 {
-  topo_tmp_make(NULL);
-  topo_put("proc/meminfo", "MemTotal:       24683628 kB\nMemFree:        24292772 kB\n");
+  tmptree_make(NULL);
+  tmptree_put("proc/meminfo", "MemTotal:       24683628 kB\nMemFree:        24292772 kB\n");
   tm_topology_t t;
   capture_begin();
-  cr_assert_eq(tm_topology_discover(&t, topo_tmp, "0;1"), ENOENT);
+  cr_assert_eq(tm_topology_discover(&t, tmptree, "0;1"), ENOENT);
   const char *err = capture_end();
   cr_assert_eq(t.source, TM_TOPO_SINGLE);
   topo_check_tier(&t, 0, "0", 24683628, -1);
