@@ -400,10 +400,10 @@ Test(budget, each_tier_gets_its_own_share_in_3tier, .fini = budget_fini)
  * so tier 0 is full exactly while the low limit is in force. 1G (not less)
  * leaves tier 0 enough room that the child's probes cannot fill it before
  * the re-read in the smallest top tier (3tier's HBM node: 1G gives about 200
- * MiB, 600M would give 120). The child asks jemalloc for new extents all
- * along (the cgroup is re-read only when one is carved, at most once a
- * second), and frees its probes on tier 0 (TIERMALLOC_DIRTY_DECAY_MS=0 gives
- * their pages back at once) before the limit goes up again. */
+ * MiB, 600M would give 120). The child keeps asking for new memory (the
+ * cgroup is re-read only when jemalloc carves or commits some, at most once
+ * a second), and frees its probes on tier 0 (TIERMALLOC_DIRTY_DECAY_MS=0
+ * gives their pages back at once) before the limit goes up again. */
 Test(budget, changing_memory_max_moves_new_memory_within_2s, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();

@@ -242,9 +242,10 @@ static void child_where(char *p, size_t len, const tier_stats_t *s, int t, size_
  * on tier 0> on=<pages on tier 0's nodes> off=<elsewhere> max0=... used0=...".
  * Then reads commands, one per line:
  *   "move 0" / "move 1": mallocs 2 MiB blocks, untouched, until one lies
- *        wholly on tier 0 and charges it more chunks ("move 0"), or wholly on
- *        one tier below it ("move 1"), for up to 4 s. The others are kept, so jemalloc keeps
- *        carving new extents (the cgroup is re-read only then), paced so
+ *        wholly on tier 0 and charges it more chunks ("move 0"), or wholly
+ *        on one tier below it ("move 1"), for up to 4 s. The others are
+ *        kept, so every new block needs memory newly carved or committed
+ *        (the cgroup is re-read only then, at most once a second), paced so
  *        that 3 s of them cannot fill the room tier 0 had when the command
  *        came (a full tier 0 would send blocks down for the wrong reason).
  *        The block that arrived is touched and its pages located. Prints
