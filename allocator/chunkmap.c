@@ -1,6 +1,7 @@
 #include "chunkmap.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include "log.h"
@@ -8,7 +9,13 @@
 tm_chunk_t *tm_chunks;
 uintptr_t tm_chunks_per_range;
 
-static _Atomic uint64_t chunk_bytes[TIER_MAX_TIERS];
+static _Atomic int64_t chunk_bytes[TIER_MAX_TIERS];
+
+/* Set in a chunk's committed count while the thread that made it non-empty
+ * chooses its tier: a thread committing into the chunk meanwhile waits for
+ * the choice, so its bytes count on the tier the chunk ends up on, and its
+ * pages are not touched before the chunk is bound there. */
+#define CHUNK_PLACING 0x80000000u
 static _Atomic int64_t chunk_charged[TIER_MAX_TIERS];
 
 int tm_chunkmap_init(void)
@@ -42,9 +49,19 @@ uintptr_t tm_chunk_addr(const tm_chunk_t *c)
 
 uint32_t tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
 {
-  uint32_t old = atomic_fetch_add_explicit(&c->committed, n, memory_order_relaxed);
-  if (old != 0) atomic_fetch_add_explicit(&chunk_bytes[tm_chunk_tier(c)], n, memory_order_relaxed);
-  return old;
+  uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
+  for (;;) {
+    uint32_t want = old == 0 ? n | CHUNK_PLACING : old + n;
+    if (atomic_compare_exchange_weak_explicit(&c->committed, &old, want, memory_order_acquire,
+                                              memory_order_relaxed))
+      break;
+  }
+  if (old == 0) return 0;   /* the caller places it; tm_chunk_place ends the wait */
+  /* Another thread is binding the chunk (one mbind): not long, but it may
+   * be descheduled, so give it the CPU. */
+  while (atomic_load_explicit(&c->committed, memory_order_acquire) & CHUNK_PLACING) sched_yield();
+  atomic_fetch_add_explicit(&chunk_bytes[tm_chunk_tier(c)], n, memory_order_relaxed);
+  return old & ~CHUNK_PLACING;
 }
 
 bool tm_chunk_reserve(unsigned t, uint64_t limit)
@@ -67,6 +84,7 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n)
   atomic_store_explicit(&c->tier, (uint8_t)(t == tm_chunk_home(c) ? 0 : t + 1),
                         memory_order_relaxed);
   atomic_fetch_add_explicit(&chunk_bytes[t], n, memory_order_relaxed);
+  atomic_fetch_and_explicit(&c->committed, ~CHUNK_PLACING, memory_order_release);
 }
 
 void tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
@@ -74,12 +92,15 @@ void tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
   unsigned t = tm_chunk_tier(c);
   uint32_t old = atomic_fetch_sub_explicit(&c->committed, n, memory_order_relaxed);
   atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
-  if (old == n) atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
+  if ((old & ~CHUNK_PLACING) == n)
+    atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
 }
 
 uint64_t tm_chunk_committed(unsigned t)
 {
-  return t < TIER_MAX_TIERS ? atomic_load_explicit(&chunk_bytes[t], memory_order_relaxed) : 0;
+  if (t >= TIER_MAX_TIERS) return 0;
+  int64_t v = atomic_load_explicit(&chunk_bytes[t], memory_order_relaxed);
+  return v > 0 ? (uint64_t)v : 0;   /* a reader between two updates */
 }
 
 uint64_t tm_chunk_charged(unsigned t)

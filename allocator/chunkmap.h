@@ -30,7 +30,7 @@
 #define TM_CHUNK_SIZE ((uintptr_t)1 << TM_CHUNK_SHIFT)
 
 typedef struct tm_chunk_s {
-  _Atomic uint32_t committed;  /* bytes of the chunk committed */
+  _Atomic uint32_t committed;  /* bytes of the chunk committed (top bit: being placed) */
   _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
   _Atomic uint8_t flags;       /* reserved for reclaim (being moved, failed) */
   _Atomic uint16_t age;        /* reserved for hotness (epoch of the last use) */
@@ -68,9 +68,10 @@ static inline unsigned tm_chunk_tier(const tm_chunk_t *c)
 /* First address of the chunk c. */
 uintptr_t tm_chunk_addr(const tm_chunk_t *c);
 
-/* Adds n committed bytes to c. Returns the bytes it had before (0: the chunk
- * was empty, so the caller must choose its tier and then charge it with
- * tm_chunk_charge). */
+/* Adds n committed bytes to c. Returns the bytes it had before. 0: the chunk
+ * was empty, and the caller must choose its tier, reserve its charge there
+ * (tm_chunk_reserve) and call tm_chunk_place; other threads committing into
+ * the chunk wait until it does. */
 uint32_t tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
 
 /* Reserves one chunk's charge on tier t if t then holds at most `limit`

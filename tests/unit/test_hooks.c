@@ -300,6 +300,50 @@ Test(hooks, budget_recovers_after_a_peak_is_freed)
   tmje_dallocx(again, flags);
 }
 
+/* Threads that commit and decommit their own parts of the same chunks at
+ * once: every chunk is placed once per emptiness, and the live figures come
+ * back to exactly what they were. */
+typedef struct hk_churn_s {
+  char *base;      /* 8 chunks of range 0 that no extent uses */
+  unsigned slot;   /* this thread's 256 KiB of each chunk */
+} hk_churn_t;
+
+static void *hk_churn(void *arg)
+{
+  hk_churn_t *c = arg;
+  for (int round = 0; round < 2000; round++) {
+    for (int k = 0; k < 8; k++) {
+      char *p = c->base + (size_t)k * TM_CHUNK_SIZE + (size_t)c->slot * (256 << 10);
+      tm_policy_commit(p, 256 << 10, 0, 0);
+      tm_policy_decommit(p, 256 << 10);
+    }
+  }
+  return NULL;
+}
+
+Test(hooks, concurrent_commits_into_shared_chunks_keep_exact_counts)
+{
+  hk_setup("6M");
+  uint64_t committed[2] = { tm_chunk_committed(0), tm_chunk_committed(1) };
+  uint64_t charged[2] = { tm_chunk_charged(0), tm_chunk_charged(1) };
+  char *base = (char *)tm_range_lo(0) + ((size_t)512 << 20);
+  enum { N = 4 };
+  pthread_t th[N];
+  hk_churn_t arg[N];
+  for (unsigned i = 0; i < N; i++) {
+    arg[i] = (hk_churn_t){ base, i };
+    cr_assert_eq(pthread_create(&th[i], NULL, hk_churn, &arg[i]), 0);
+  }
+  for (unsigned i = 0; i < N; i++) pthread_join(th[i], NULL);
+  for (unsigned t = 0; t < 2; t++) {
+    cr_expect_eq(tm_chunk_committed(t), committed[t], "tier %u committed", t);
+    cr_expect_eq(tm_chunk_charged(t), charged[t], "tier %u charged chunks", t);
+  }
+  for (int k = 0; k < 8; k++)
+    cr_expect_eq(atomic_load(&tm_chunk_of(base + (size_t)k * TM_CHUNK_SIZE)->committed), 0u,
+                 "chunk %d", k);
+}
+
 Test(hooks, percentage_budget_is_of_top_tier_capacity)
 {
   hk_setup("50%");
