@@ -11,11 +11,13 @@ uintptr_t tm_chunks_per_range;
 
 static _Atomic int64_t chunk_bytes[TIER_MAX_TIERS];
 
-/* Set in a chunk's committed count while the thread that made it non-empty
- * chooses its tier: a thread committing into the chunk meanwhile waits for
- * the choice, so its bytes count on the tier the chunk ends up on, and its
- * pages are not touched before the chunk is bound there. */
-#define CHUNK_PLACING 0x80000000u
+/* Set in a chunk's committed count while one thread places the chunk (it
+ * made it non-empty and chooses its tier) or empties it (it took the last
+ * committed byte and gives every page back). A thread committing into the
+ * chunk meanwhile waits: its bytes then count on the tier the chunk ends up
+ * on, its pages are not touched before the chunk is bound there, and no
+ * page it writes is given back. */
+#define CHUNK_BUSY 0x80000000u
 static _Atomic int64_t chunk_charged[TIER_MAX_TIERS];
 
 int tm_chunkmap_init(void)
@@ -47,21 +49,30 @@ uintptr_t tm_chunk_addr(const tm_chunk_t *c)
          ((k % tm_chunks_per_range) << TM_CHUNK_SHIFT);
 }
 
-uint32_t tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
+/* Waits while another thread places or empties c; returns its count then. */
+static uint32_t chunk_settled(tm_chunk_t *c)
 {
-  uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
+  uint32_t v;
+  /* One mbind or one madvise of 2 MiB: not long, but the thread doing it
+   * may be descheduled, so give it the CPU. */
+  while ((v = atomic_load_explicit(&c->committed, memory_order_acquire)) & CHUNK_BUSY)
+    sched_yield();
+  return v;
+}
+
+bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
+{
+  uint32_t old = chunk_settled(c);
   for (;;) {
-    uint32_t want = old == 0 ? n | CHUNK_PLACING : old + n;
+    uint32_t want = old == 0 ? n | CHUNK_BUSY : old + n;
     if (atomic_compare_exchange_weak_explicit(&c->committed, &old, want, memory_order_acquire,
                                               memory_order_relaxed))
       break;
+    if (old & CHUNK_BUSY) old = chunk_settled(c);
   }
-  if (old == 0) return 0;   /* the caller places it; tm_chunk_place ends the wait */
-  /* Another thread is binding the chunk (one mbind): not long, but it may
-   * be descheduled, so give it the CPU. */
-  while (atomic_load_explicit(&c->committed, memory_order_acquire) & CHUNK_PLACING) sched_yield();
+  if (old == 0) return true;   /* the caller places it; tm_chunk_place ends the wait */
   atomic_fetch_add_explicit(&chunk_bytes[tm_chunk_tier(c)], n, memory_order_relaxed);
-  return old & ~CHUNK_PLACING;
+  return false;
 }
 
 bool tm_chunk_reserve(unsigned t, uint64_t limit)
@@ -84,16 +95,28 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n)
   atomic_store_explicit(&c->tier, (uint8_t)(t == tm_chunk_home(c) ? 0 : t + 1),
                         memory_order_relaxed);
   atomic_fetch_add_explicit(&chunk_bytes[t], n, memory_order_relaxed);
-  atomic_fetch_and_explicit(&c->committed, ~CHUNK_PLACING, memory_order_release);
+  atomic_fetch_and_explicit(&c->committed, ~CHUNK_BUSY, memory_order_release);
 }
 
-void tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
+bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 {
   unsigned t = tm_chunk_tier(c);
-  uint32_t old = atomic_fetch_sub_explicit(&c->committed, n, memory_order_relaxed);
+  /* The caller's n bytes are committed here, so nobody places or empties the
+   * chunk now: no CHUNK_BUSY to wait for. */
+  uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&c->committed, &old,
+                                                old == n ? CHUNK_BUSY : old - n,
+                                                memory_order_release, memory_order_relaxed)) {
+  }
   atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
-  if ((old & ~CHUNK_PLACING) == n)
-    atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
+  if (old != n) return false;
+  atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
+  return true;   /* empty and held: the caller gives its pages back, then tm_chunk_emptied */
+}
+
+void tm_chunk_emptied(tm_chunk_t *c)
+{
+  atomic_store_explicit(&c->committed, 0, memory_order_release);
 }
 
 uint64_t tm_chunk_committed(unsigned t)

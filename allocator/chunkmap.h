@@ -30,7 +30,7 @@
 #define TM_CHUNK_SIZE ((uintptr_t)1 << TM_CHUNK_SHIFT)
 
 typedef struct tm_chunk_s {
-  _Atomic uint32_t committed;  /* bytes of the chunk committed (top bit: being placed) */
+  _Atomic uint32_t committed;  /* bytes of the chunk committed (top bit: being placed or emptied) */
   _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
   _Atomic uint8_t flags;       /* reserved for reclaim (being moved, failed) */
   _Atomic uint16_t age;        /* reserved for hotness (epoch of the last use) */
@@ -68,11 +68,11 @@ static inline unsigned tm_chunk_tier(const tm_chunk_t *c)
 /* First address of the chunk c. */
 uintptr_t tm_chunk_addr(const tm_chunk_t *c);
 
-/* Adds n committed bytes to c. Returns the bytes it had before. 0: the chunk
- * was empty, and the caller must choose its tier, reserve its charge there
- * (tm_chunk_reserve) and call tm_chunk_place; other threads committing into
- * the chunk wait until it does. */
-uint32_t tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
+/* Adds n committed bytes to c. true: the chunk was empty, and the caller
+ * must choose its tier, reserve its charge there (tm_chunk_reserve) and call
+ * tm_chunk_place; other threads committing into the chunk wait until it
+ * does. */
+bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
 
 /* Reserves one chunk's charge on tier t if t then holds at most `limit`
  * charged chunks (atomically: concurrent reservations never pass it). */
@@ -85,9 +85,13 @@ void tm_chunk_unreserve(unsigned t);
  * caller reserved on t, with its first n committed bytes. */
 void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n);
 
-/* Takes n committed bytes off c (and its tier); the chunk is uncharged when
- * it becomes empty. */
-void tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n);
+/* Takes n committed bytes off c (and its tier). true: that emptied the
+ * chunk, which is uncharged and held: the caller gives back every page of it
+ * (an empty chunk has none: a huge page faulted in by a neighbour, or memory
+ * jemalloc never committed, would otherwise stay resident for good) and then
+ * calls tm_chunk_emptied; threads committing into it wait until then. */
+bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n);
+void tm_chunk_emptied(tm_chunk_t *c);
 
 /* Live figures of tier t (current tier). */
 uint64_t tm_chunk_committed(unsigned t);   /* bytes */

@@ -107,7 +107,7 @@ void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)
     uintptr_t next = (a & ~(TM_CHUNK_SIZE - 1)) + TM_CHUNK_SIZE;
     uint32_t n = (uint32_t)((next < end ? next : end) - a);
     tm_chunk_t *c = tm_chunk_of((void *)a);
-    if (tm_chunk_commit_bytes(c, n) == 0) policy_place(c, n, pref, pinned);
+    if (tm_chunk_commit_bytes(c, n)) policy_place(c, n, pref, pinned);
     a += n;
   }
 }
@@ -119,7 +119,11 @@ void tm_policy_decommit(void *p, size_t size)
   while (a < end) {
     uintptr_t next = (a & ~(TM_CHUNK_SIZE - 1)) + TM_CHUNK_SIZE;
     uint32_t n = (uint32_t)((next < end ? next : end) - a);
-    tm_chunk_decommit_bytes(tm_chunk_of((void *)a), n);
+    tm_chunk_t *c = tm_chunk_of((void *)a);
+    if (tm_chunk_decommit_bytes(c, n)) {
+      tm_range_os()->purge((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, 0);
+      tm_chunk_emptied(c);
+    }
     a += n;
   }
 }

@@ -40,7 +40,10 @@ void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align);
  * ignored. */
 void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned);
 
-/* jemalloc decommitted [p, p+size) (its pages were given back). */
+/* jemalloc decommitted [p, p+size) (its pages were given back). A chunk left
+ * with no committed byte gives back all its pages, those of the memory
+ * jemalloc never committed too (a transparent huge page faulted in for a
+ * neighbour fills the whole 2 MiB). */
 void tm_policy_decommit(void *p, size_t size);
 
 /* Takes what the tiers hold now (the arenas' start-up metadata: one 2 MiB

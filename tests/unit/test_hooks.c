@@ -300,6 +300,23 @@ Test(hooks, budget_recovers_after_a_peak_is_freed)
   tmje_dallocx(again, flags);
 }
 
+/* A chunk left with no committed byte gives all of its 2 MiB back, not only
+ * the part just decommitted: pages of it that jemalloc never committed (a
+ * huge page faulted in for a neighbour) would otherwise stay resident. */
+Test(hooks, an_emptied_chunk_gives_back_all_its_pages)
+{
+  hk_setup("100%");
+  char *chunk = (char *)tm_range_lo(0) + ((size_t)600 << 20);
+  tm_policy_commit(chunk, 256 << 10, 0, 0);
+  tm_policy_commit(chunk + (1 << 20), 256 << 10, 0, 0);
+  size_t before = hk.purge_bytes[0];
+  tm_policy_decommit(chunk, 256 << 10);
+  cr_expect_eq(hk.purge_bytes[0], before, "the chunk still holds committed bytes");
+  tm_policy_decommit(chunk + (1 << 20), 256 << 10);
+  cr_expect_eq(hk.purge_bytes[0], before + TM_CHUNK_SIZE, "the emptied chunk was given back whole");
+  cr_expect_eq(atomic_load(&tm_chunk_of(chunk)->committed), 0u);
+}
+
 /* Threads that commit and decommit their own parts of the same chunks at
  * once: every chunk is placed once per emptiness, and the live figures come
  * back to exactly what they were. */
