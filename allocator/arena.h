@@ -15,7 +15,9 @@
  *   explicit tcache per tier (a default tcache would hand back objects cached
  *   from other arenas).
  * Address space is retained by jemalloc (the dalloc hook opts out) and pages
- * go back to the kernel through the purge hooks as jemalloc decays them.
+ * go back to the kernel through the purge and decommit hooks as jemalloc
+ * decays them; commit and decommit are counted per chunk (policy.c), which
+ * places each chunk when it gets its first committed byte.
  */
 #ifndef TM_ARENA_H
 #define TM_ARENA_H

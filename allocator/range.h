@@ -6,7 +6,8 @@
  * PROT_NONE guard up to the next stride (stride > size),
  * so "which tier owns p" is a subtract, a shift and a compare, and the
  * kernel never merges two tiers' VMAs. Each range carries its tier's
- * mempolicy, set once. Extents are carved from a range by a lock-free bump
+ * mempolicy, set once (a chunk of it may be bound to another tier later,
+ * policy.c). Extents are carved from a range by a lock-free bump
  * pointer and never given back to it: jemalloc retains the address space and
  * returns the pages (purge), so a range only ever grows.
  */
@@ -63,13 +64,13 @@ int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
                    const tm_os_t *os);
 
 /* Carves size bytes aligned to `align` (a power of two, >= page) from range
- * i and commits them. NULL when the range is exhausted or commit fails.
- * Counts the bytes as mapped and committed on tier i. A failure to get huge
- * pages is not a failure of the carve. */
+ * i and makes them readable and writable (os->commit). NULL when the range is
+ * exhausted or that fails. Counts the bytes as mapped on tier i (what
+ * jemalloc holds committed of them is counted per chunk, chunkmap.h). A
+ * failure to get huge pages is not a failure of the carve. */
 void *tm_range_carve(unsigned i, size_t size, size_t align);
 
-/* Bytes carved from range i so far (mapped == committed: decommit is not
- * used, see arena.c). */
+/* Bytes carved from range i so far: address space, which only grows. */
 uint64_t tm_range_mapped(unsigned i);
 
 /* The OS primitives in use (tm_os_linux, or a test double). */
