@@ -182,20 +182,27 @@ static void cgroup_take_path(cgroup_hier_t *h, const char *file, const char *pat
   h->listed = true;
 }
 
+/* Opens root+file (path[TM_KFILE_PATH_MAX] receives it) for reading by lines.
+ * false when it cannot, with a warning unless the file is absent. */
+static bool cgroup_open_lines(const char *root, const char *file, char *path,
+                              tm_kfile_lines_t *r)
+{
+  char q[TM_KFILE_PATH_MAX];
+  if (tm_kfile_path(path, root, file, NULL, -1, NULL)) return false;
+  int err = tm_kfile_lines_open(r, path);
+  if (err && err != ENOENT)
+    tm_warn("cannot read %s: %s; no cgroup limits", cgroup_quote(path, q, sizeof q),
+            tm_kfile_errstr(err));
+  return err == 0;
+}
+
 /* The process's v2 cgroup ("0::PATH") and v1 memory cgroup ("N:...memory...:PATH"). */
 __attribute__((noinline)) static void cgroup_read_self(const char *root, cgroup_hier_t *v2,
                                                        cgroup_hier_t *v1)
 {
   char path[TM_KFILE_PATH_MAX], q[TM_KFILE_PATH_MAX];
-  if (tm_kfile_path(path, root, cgroup_self, NULL, -1, NULL)) return;
   tm_kfile_lines_t r;
-  int err = tm_kfile_lines_open(&r, path);
-  if (err) {
-    if (err != ENOENT)
-      tm_warn("cannot read %s: %s; no cgroup limits", cgroup_quote(path, q, sizeof q),
-              tm_kfile_errstr(err));
-    return;
-  }
+  if (!cgroup_open_lines(root, cgroup_self, path, &r)) return;
   char line[CGROUP_LINE_MAX];
   int cut;
   bool malformed = false;
@@ -226,15 +233,8 @@ __attribute__((noinline)) static void cgroup_read_mounts(const char *root, cgrou
                                                          cgroup_hier_t *v1)
 {
   char path[TM_KFILE_PATH_MAX], q[TM_KFILE_PATH_MAX];
-  if (tm_kfile_path(path, root, cgroup_mountinfo, NULL, -1, NULL)) return;
   tm_kfile_lines_t r;
-  int err = tm_kfile_lines_open(&r, path);
-  if (err) {
-    if (err != ENOENT)
-      tm_warn("cannot read %s: %s; no cgroup limits", cgroup_quote(path, q, sizeof q),
-              tm_kfile_errstr(err));
-    return;
-  }
+  if (!cgroup_open_lines(root, cgroup_mountinfo, path, &r)) return;
   char line[CGROUP_MOUNT_LINE_MAX];
   char mroot[TM_CGROUP_PATH_MAX], mnt[TM_KFILE_PATH_MAX];
   int cut;

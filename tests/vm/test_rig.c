@@ -11,16 +11,6 @@
 
 #include "vmtest.h"
 
-static void rig_write(const char *path, const char *value)
-{
-  int fd = open(path, O_WRONLY | O_CLOEXEC);
-  cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
-  ssize_t n = write(fd, value, strlen(value));
-  int err = errno;
-  close(fd);
-  cr_assert_eq(n, (ssize_t)strlen(value), "write '%s' to %s: %s", value, path, strerror(err));
-}
-
 Test(rig, nodes_match_the_topology)
 {
   const vm_topology_t *topo = vm_topology();
@@ -45,7 +35,7 @@ Test(rig, cgroup_v2_memory_for_children)
   snprintf(dir, sizeof dir, "/sys/fs/cgroup/vmtest-%d", (int)getpid());
   cr_assert_eq(mkdir(dir, 0755), 0, "mkdir %s: %s", dir, strerror(errno));
   snprintf(path, sizeof path, "%s/memory.max", dir);
-  rig_write(path, "67108864");
+  vm_write_file(path, "67108864");
   cr_assert_eq(vm_read_file(path, buf, sizeof buf), 0);
   cr_expect_str_eq(buf, "67108864");
   snprintf(path, sizeof path, "%s/memory.numa_stat", dir);
@@ -67,20 +57,20 @@ Test(rig, demotion_and_numa_balancing_switch)
   const char *dem = "/sys/kernel/mm/numa/demotion_enabled";
   char buf[64];
   cr_assert_eq(vm_read_file(dem, buf, sizeof buf), 0, "%s missing", dem);
-  rig_write(dem, "true");
+  vm_write_file(dem, "true");
   cr_assert_eq(vm_read_file(dem, buf, sizeof buf), 0);
   cr_expect_str_eq(buf, "true");
-  rig_write(dem, "false");
+  vm_write_file(dem, "false");
   cr_assert_eq(vm_read_file(dem, buf, sizeof buf), 0);
   cr_expect_str_eq(buf, "false");
 
   const char *nb = "/proc/sys/kernel/numa_balancing";
   cr_assert_eq(vm_read_file(nb, buf, sizeof buf), 0, "%s missing", nb);
   cr_expect_str_eq(buf, "0", "the rig starts with NUMA balancing off");
-  rig_write(nb, "2");
+  vm_write_file(nb, "2");
   cr_assert_eq(vm_read_file(nb, buf, sizeof buf), 0);
   cr_expect_str_eq(buf, "2");
-  rig_write(nb, "0");
+  vm_write_file(nb, "0");
 }
 
 Test(rig, thp_is_madvise)

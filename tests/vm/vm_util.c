@@ -364,16 +364,21 @@ void vm_cgroup_make(char *path, size_t size, const char *rel)
   cr_assert_eq(mkdir(path, 0755), 0, "mkdir %s: %s", path, strerror(errno));
 }
 
-void vm_cgroup_set(const char *cg, const char *file, const char *value)
+void vm_write_file(const char *path, const char *value)
 {
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/%s", cg, file);
   int fd = open(path, O_WRONLY | O_CLOEXEC);
   cr_assert_geq(fd, 0, "open %s: %s", path, strerror(errno));
   ssize_t n = write(fd, value, strlen(value));
   int err = errno;
   close(fd);
   cr_assert_eq(n, (ssize_t)strlen(value), "write '%s' to %s: %s", value, path, strerror(err));
+}
+
+void vm_cgroup_set(const char *cg, const char *file, const char *value)
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/%s", cg, file);
+  vm_write_file(path, value);
 }
 
 int vm_cgroup_remove(const char *cg)

@@ -125,6 +125,10 @@ uint64_t vm_node_memtotal(int n);
 const char *vm_self(void);
 const char *vm_libtiermalloc(void);
 
+/* Writes value to path (a sysfs or cgroup file) in one write; fails the
+ * test when it cannot. */
+void vm_write_file(const char *path, const char *value);
+
 /* Reads a small file into buf (NUL-terminated, trailing newline removed).
  * Returns 0 or -1. */
 int vm_read_file(const char *path, char *buf, size_t size);
