@@ -29,7 +29,8 @@ int tm_chunkmap_init(void)
                  -1, 0);
   if (p == MAP_FAILED) {
     int err = errno;
-    tm_warn("cannot map the chunk map (%zu MiB of address space); placement is per range", size >> 20);
+    tm_warn("cannot map the chunk map (%zu MiB of address space); budgets are not enforced",
+            size >> 20);
     return err;
   }
   tm_chunks_per_range = per;

@@ -179,7 +179,10 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
       TIER_STATS_TIER_FIELDS(X)
 #undef X
       stats_put(&o, ",\"budget\":{");
-#define X(name, unit, doc) stats_put(&o, "\"" #name "\":"); stats_put_limit(&o, true, ti->budget.name); stats_put(&o, ",");
+#define X(name, unit, doc)                                                                         \
+  stats_put(&o, "\"" #name "\":");                                                                \
+  stats_put_limit(&o, true, ti->budget.name);                                                      \
+  stats_put(&o, ",");
       TIER_STATS_BUDGET_FIELDS(X)
 #undef X
       stats_put(&o, "\"source\":\"%s\"}}",
