@@ -1,6 +1,7 @@
 #include "chunkmap.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 
@@ -18,6 +19,12 @@ static _Atomic int64_t chunk_bytes[TIER_MAX_TIERS];
  * on, its pages are not touched before the chunk is bound there, and no
  * page it writes is given back. */
 #define CHUNK_BUSY 0x80000000u
+
+/* Held shared by a thread for as long as it may hold a chunk CHUNK_BUSY, and
+ * exclusive around fork: a thread that placed or emptied a chunk when
+ * another forked would leave the bit set in the child for good, and every
+ * commit into that chunk would wait forever. */
+static pthread_rwlock_t chunk_fork_lock = PTHREAD_RWLOCK_INITIALIZER;
 static _Atomic int64_t chunk_charged[TIER_MAX_TIERS];
 
 int tm_chunkmap_init(void)
@@ -63,6 +70,7 @@ static uint32_t chunk_settled(tm_chunk_t *c)
 
 bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
 {
+  pthread_rwlock_rdlock(&chunk_fork_lock);
   uint32_t old = chunk_settled(c);
   for (;;) {
     uint32_t want = old == 0 ? n | CHUNK_BUSY : old + n;
@@ -73,6 +81,7 @@ bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
   }
   if (old == 0) return true;   /* the caller places it; tm_chunk_place ends the wait */
   atomic_fetch_add_explicit(&chunk_bytes[tm_chunk_tier(c)], n, memory_order_relaxed);
+  pthread_rwlock_unlock(&chunk_fork_lock);
   return false;
 }
 
@@ -97,10 +106,12 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n)
                         memory_order_relaxed);
   atomic_fetch_add_explicit(&chunk_bytes[t], n, memory_order_relaxed);
   atomic_fetch_and_explicit(&c->committed, ~CHUNK_BUSY, memory_order_release);
+  pthread_rwlock_unlock(&chunk_fork_lock);
 }
 
 bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 {
+  pthread_rwlock_rdlock(&chunk_fork_lock);
   unsigned t = tm_chunk_tier(c);
   /* The caller's n bytes are committed here, so nobody places or empties the
    * chunk now: no CHUNK_BUSY to wait for. */
@@ -110,7 +121,10 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
                                                 memory_order_release, memory_order_relaxed)) {
   }
   atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
-  if (old != n) return false;
+  if (old != n) {
+    pthread_rwlock_unlock(&chunk_fork_lock);
+    return false;
+  }
   atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
   return true;   /* empty and held: the caller gives its pages back, then tm_chunk_emptied */
 }
@@ -118,6 +132,22 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 void tm_chunk_emptied(tm_chunk_t *c)
 {
   atomic_store_explicit(&c->committed, 0, memory_order_release);
+  pthread_rwlock_unlock(&chunk_fork_lock);
+}
+
+void tm_chunkmap_prefork(void)
+{
+  pthread_rwlock_wrlock(&chunk_fork_lock);
+}
+
+void tm_chunkmap_postfork_parent(void)
+{
+  pthread_rwlock_unlock(&chunk_fork_lock);
+}
+
+void tm_chunkmap_postfork_child(void)
+{
+  pthread_rwlock_init(&chunk_fork_lock, NULL);
 }
 
 uint64_t tm_chunk_committed(unsigned t)

@@ -93,6 +93,11 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n);
 bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n);
 void tm_chunk_emptied(tm_chunk_t *c);
 
+/* Fork handlers (fork.c): no chunk is being placed or emptied across a fork. */
+void tm_chunkmap_prefork(void);
+void tm_chunkmap_postfork_parent(void);
+void tm_chunkmap_postfork_child(void);
+
 /* Live figures of tier t (current tier). */
 uint64_t tm_chunk_committed(unsigned t);   /* bytes */
 uint64_t tm_chunk_charged(unsigned t);     /* chunks */

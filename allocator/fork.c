@@ -6,14 +6,18 @@
 #include "arena.h"
 #include "background.h"
 #include "budget.h"
+#include "chunkmap.h"
 #include "jemap.h"
 #include "log.h"
 
-/* Order: the budgets' lock is taken from the allocator's slow path while
- * jemalloc may hold its own locks, and never around the account registry,
- * so it is taken first and released last. */
+/* Order: the chunk map's fork lock and the budgets' lock are taken from the
+ * allocator's slow path (extent hooks) while jemalloc may hold its own locks,
+ * and never around the account registry, so they are taken first and
+ * released last. No hook holds one while it takes the other (the budgets'
+ * is only ever tried). */
 static void fork_prepare(void)
 {
+  tm_chunkmap_prefork();
   tm_budget_prefork();
   tm_account_prefork();
 }
@@ -22,12 +26,14 @@ static void fork_parent(void)
 {
   tm_account_postfork_parent();
   tm_budget_postfork_parent();
+  tm_chunkmap_postfork_parent();
 }
 
 static void fork_child(void)
 {
   tm_account_postfork_child();
   tm_budget_postfork_child();
+  tm_chunkmap_postfork_child();
   tm_jemap_postfork_child();
   tm_arena_postfork_child();
   tm_background_postfork_child();

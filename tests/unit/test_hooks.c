@@ -4,6 +4,10 @@
  * The same placement is checked for real, on a two-node kernel, in tests/vm. */
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -11,6 +15,7 @@
 #include "arena.h"
 #include "budget.h"
 #include "chunkmap.h"
+#include "fork.h"
 #include "options.h"
 #include "policy.h"
 #include "range.h"
@@ -359,6 +364,62 @@ Test(hooks, concurrent_commits_into_shared_chunks_keep_exact_counts)
   for (int k = 0; k < 8; k++)
     cr_expect_eq(atomic_load(&tm_chunk_of(base + (size_t)k * TM_CHUNK_SIZE)->committed), 0u,
                  "chunk %d", k);
+}
+
+/* A fork while other threads place and empty chunks: the child inherits no
+ * chunk marked busy (it would wait on it for good), because the fork waits
+ * for those threads (fork.c). */
+static atomic_bool hk_stop;
+
+static void *hk_churn_until_stopped(void *arg)
+{
+  hk_churn_t *c = arg;
+  while (!atomic_load(&hk_stop))
+    for (int k = 0; k < 8; k++) {
+      char *p = c->base + (size_t)k * TM_CHUNK_SIZE + (size_t)c->slot * (256 << 10);
+      tm_policy_commit(p, 256 << 10, 0, 0);
+      tm_policy_decommit(p, 256 << 10);
+    }
+  return NULL;
+}
+
+Test(hooks, fork_child_finds_no_chunk_held_busy, .timeout = 60)
+{
+  hk_setup("6M");
+  tm_fork_init();
+  char *base = (char *)tm_range_lo(0) + ((size_t)700 << 20);
+  pthread_t th[3];
+  hk_churn_t arg[3];
+  for (unsigned i = 0; i < 3; i++) {
+    arg[i] = (hk_churn_t){ base, i };
+    cr_assert_eq(pthread_create(&th[i], NULL, hk_churn_until_stopped, &arg[i]), 0);
+  }
+  int hung = 0;
+  for (int f = 0; f < 40 && !hung; f++) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      for (int k = 0; k < 8; k++) {   /* the slot no parent thread uses */
+        char *p = base + (size_t)k * TM_CHUNK_SIZE + 3 * (256 << 10);
+        tm_policy_commit(p, 256 << 10, 0, 0);
+        tm_policy_decommit(p, 256 << 10);
+      }
+      _exit(0);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 500 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++) usleep(10000);
+    if (done == 0) {
+      hung = f + 1;
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    } else {
+      cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child %d: status %#x", f, status);
+    }
+  }
+  atomic_store(&hk_stop, true);
+  for (unsigned i = 0; i < 3; i++) pthread_join(th[i], NULL);
+  cr_expect_eq(hung, 0, "fork %d: the child hung on a chunk held busy at the fork", hung);
 }
 
 Test(hooks, percentage_budget_is_of_top_tier_capacity)
