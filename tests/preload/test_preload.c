@@ -854,12 +854,14 @@ static void idle_returns_memory(int threads, long slack_mib)
 {
   PRELOAD_REQUIRE_LIB(ld);
   idle_result_t glibc = idle_run(NULL, 256, threads, 200);
-  idle_result_t tm = idle_run(ld, 256, threads, 2000);
+  idle_result_t tm = idle_run(ld, 256, threads, 3000);
   cr_expect_geq(tm.peak, 256 * 1024, "the 256 MiB were resident: peak %ld kB", tm.peak);
   cr_expect_leq(tm.idle, glibc.idle + slack_mib * 1024,
                 "%d thread(s): %ld kB resident after free and 2 s idle (glibc: %ld kB)", threads,
                 tm.idle, glibc.idle);
-  cr_expect_leq(tm.after_ms, 2000, "reached after %ld ms", tm.after_ms);
+  /* Measured 1.7-1.8 s (jemalloc's background thread purges on its own
+   * schedule); half a second more for a loaded 2-core machine. */
+  cr_expect_leq(tm.after_ms, 2500, "reached after %ld ms", tm.after_ms);
 }
 
 Test(preload, single_threaded_program_gives_freed_memory_back_when_idle, .timeout = 60)
