@@ -127,6 +127,17 @@ void tm_budget_derive(const tm_topology_t *topo, const tm_cgroup_limits_t *cg,
   }
 }
 
+tier_budget_source_t tm_budget_tier_source(const tm_budgets_t *b, unsigned tier)
+{
+  /* tier_budget_source_t is in precedence order, NONE aside. */
+  tier_budget_source_t src = TIER_BUDGET_NONE;
+  for (unsigned l = 0; l < TM_LIMIT_COUNT; l++) {
+    tier_budget_source_t x = b->tier[tier][l].source;
+    if (x != TIER_BUDGET_NONE && (src == TIER_BUDGET_NONE || x < src)) src = x;
+  }
+  return src;
+}
+
 const char *tm_budget_source_name(tier_budget_source_t s)
 {
   switch (s) {

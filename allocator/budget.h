@@ -58,6 +58,10 @@ void tm_budget_derive(const tm_topology_t *topo, const tm_cgroup_limits_t *cg,
 const char *tm_budget_explain(const tm_budgets_t *b, unsigned tier, unsigned limit, char *buf,
                               int size);
 
+/* Where tier `tier`'s budget as a whole came from: the highest-precedence
+ * source among its four limits (TIER_BUDGET_NONE when none is set). */
+tier_budget_source_t tm_budget_tier_source(const tm_budgets_t *b, unsigned tier);
+
 /* "env", "kernel", "cgroup v2", "cgroup v1", "ratio", "none". */
 const char *tm_budget_source_name(tier_budget_source_t s);
 

@@ -71,12 +71,6 @@ static const char *cgroup_quote(const char *s, char *buf, int size)
   return buf;
 }
 
-/* tm_kfile_errstr, plus what reading a cgroup's file can add. */
-static const char *cgroup_errstr(int err)
-{
-  return err == EISDIR ? "is a directory" : tm_kfile_errstr(err);
-}
-
 /* Whether the comma-separated list [s, e) has the item word. */
 static bool cgroup_list_has(const char *s, const char *e, const char *word)
 {
@@ -343,7 +337,7 @@ static bool cgroup_value(char *buf, int dlen, const char *file, bool v1, uint64_
   int len = tm_kfile_read(buf, text, sizeof text);
   const char *why = NULL;
   if (len < 0)
-    why = -len == ENOENT ? NULL : -len == EFBIG ? "too long for a value" : cgroup_errstr(-len);
+    why = -len == ENOENT ? NULL : -len == EFBIG ? "too long for a value" : tm_kfile_errstr(-len);
   else if (!(why = cgroup_parse(text, len, v1, v)))
     ok = true;
   if (why) {
@@ -414,7 +408,7 @@ __attribute__((noinline)) static int cgroup_check_dir(const char *root, const cg
   if (fd < 0) {
     err = errno;
     tm_warn("cannot open cgroup %s directory %s: %s; no limits from it", h->name,
-            cgroup_quote(buf, q, sizeof q), cgroup_errstr(err));
+            cgroup_quote(buf, q, sizeof q), tm_kfile_errstr(err));
     return err;
   }
   close(fd);

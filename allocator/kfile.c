@@ -45,6 +45,7 @@ const char *tm_kfile_errstr(int err)
   case EFBIG: return "too long";
   case ENAMETOOLONG: return "path too long";
   case ENOTDIR: return "not a directory";
+  case EISDIR: return "is a directory";
   case EMFILE: case ENFILE: return "out of file descriptors";
   }
   return "read error";

@@ -61,12 +61,7 @@ int tm_stats_snapshot(tier_stats_t *s)
     o->budget.low = l[TM_LIMIT_LOW].bytes;
     o->budget.high = l[TM_LIMIT_HIGH].bytes;
     o->budget.max = l[TM_LIMIT_MAX].bytes;
-    /* The strongest source among the four (the enum is in precedence order). */
-    tier_budget_source_t src = TIER_BUDGET_NONE;
-    for (unsigned i = 0; i < TM_LIMIT_COUNT; i++)
-      if (l[i].source != TIER_BUDGET_NONE && (src == TIER_BUDGET_NONE || l[i].source < src))
-        src = l[i].source;
-    o->budget.source = (uint32_t)src;
+    o->budget.source = (uint32_t)tm_budget_tier_source(&b, t);
   }
   memcpy(s->cgroup, b.cgroup.path, sizeof s->cgroup);
   s->cgroup[sizeof s->cgroup - 1] = '\0';

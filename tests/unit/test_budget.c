@@ -106,6 +106,8 @@ Test(budget, environment_beats_the_cgroup_and_clamps_what_it_contradicts,
   cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, 64 * MiB);
   cr_expect(bt_limit(0, TM_LIMIT_HIGH)->clamped);
   cr_expect_eq(bt_limit(1, TM_LIMIT_MAX)->source, TIER_BUDGET_CGROUP_V2, "tier 1 is the cgroup's");
+  cr_expect_eq(tm_budget_tier_source(&bt, 0), TIER_BUDGET_ENV, "the strongest of tier 0's sources");
+  cr_expect_eq(tm_budget_tier_source(&bt, 1), TIER_BUDGET_CGROUP_V2);
   cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order or above the tier's capacity; "
                           "clamped so that min <= low <= high <= max <= capacity\n");
 }
