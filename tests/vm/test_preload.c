@@ -73,7 +73,12 @@ static void run_preloaded(char *const argv[], const char *budget, const char *ta
   snprintf(preload, sizeof preload, "LD_PRELOAD=%s", vm_libtiermalloc());
   snprintf(stats_file, sizeof stats_file, "TIERMALLOC_STATS_FILE=/tmp/vmtest-%s-%d.json", tag, (int)getpid());
   snprintf(budget_env, sizeof budget_env, "TIERMALLOC_TOPTIER_MAX=%s", budget ? budget : "100%");
-  char *env[] = { preload, "PYTHONMALLOC=malloc", "TIERMALLOC_STATS=json", stats_file, budget_env, NULL };
+  /* The stats are printed at exit, after the program freed its heap. A heap
+   * past 64 MiB starts jemalloc's background thread, which begins giving
+   * freed pages back at once (gradually over the decay time): a long decay
+   * keeps the freed heap where it was placed until the stats see it. */
+  char *env[] = { preload, "PYTHONMALLOC=malloc", "TIERMALLOC_STATS=json", stats_file, budget_env,
+                  "TIERMALLOC_DIRTY_DECAY_MS=600000", NULL };
   const char *path = strchr(stats_file, '=') + 1;
   unlink(path);
   int rc = vm_run(argv, env, out, size);
