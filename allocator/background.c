@@ -1,13 +1,19 @@
 #include "background.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <sys/prctl.h>
+#include <time.h>
 
 #include "account.h"
 #include "je.h"
 #include "log.h"
 #include "options.h"
 #include "range.h"
+#include "reclaim.h"
 
 enum { BG_AUTO, BG_ON, BG_OFF };   /* TIERMALLOC_BACKGROUND_THREAD */
 static atomic_bool bg_running;
@@ -28,6 +34,135 @@ void tm_background_second_thread(void)
   if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num != BG_OFF) bg_start();
 }
 
+/* Started once the heap has held this much: a program that never grows so
+ * far never has much to give back, and gets no thread. */
+#define BG_HEAP_MIN ((uint64_t)64 << 20)
+
+/* ---- the reclaim thread ---------------------------------------------------
+ * It never calls malloc or jemalloc: the only locks it takes are the chunk
+ * map's fork lock (shared, for one chunk at a time), the budgets' (only
+ * tried) and rc_mu, which it never holds across a pass. So a thread that
+ * exits or forks, whatever it holds, never waits on it for longer than one
+ * chunk's move, and joining it from the last thread's exit cannot deadlock. */
+static pthread_mutex_t rc_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rc_cv;
+static bool rc_cv_ok, rc_stop;
+static pthread_t rc_thread;
+static atomic_bool rc_running;    /* started and not yet joined */
+static bool rc_restart;           /* fork child: it ran in the parent */
+
+static void *rc_main(void *arg)
+{
+  (void)arg;
+  prctl(PR_SET_NAME, TM_RECLAIM_THREAD_NAME);
+  pthread_mutex_lock(&rc_mu);
+  while (!rc_stop) {
+    pthread_mutex_unlock(&rc_mu);
+    uint64_t wait = tm_reclaim_pass();
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)(wait / 1000000000u);
+    ts.tv_nsec += (long)(wait % 1000000000u);
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&rc_mu);
+    while (!rc_stop && pthread_cond_timedwait(&rc_cv, &rc_mu, &ts) == 0) {
+    }
+  }
+  pthread_mutex_unlock(&rc_mu);
+  tm_reclaim_stopped();
+  return NULL;
+}
+
+static void rc_start(void)
+{
+  if (atomic_exchange_explicit(&rc_running, true, memory_order_relaxed)) return;
+  if (!rc_cv_ok) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    rc_cv_ok = pthread_cond_init(&rc_cv, &ca) == 0;
+    pthread_condattr_destroy(&ca);
+  }
+  rc_stop = false;
+  /* Every signal blocked, so the program's handlers run on its own threads. */
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  int err = rc_cv_ok ? pthread_create(&rc_thread, &attr, rc_main, NULL) : ENOMEM;
+  pthread_attr_destroy(&attr);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (err != 0) {
+    tm_warn("cannot start the reclaim thread (errno %d); budgets steer new memory only", err);
+    /* Not retried: running stays set. */
+  }
+}
+
+static void rc_stop_and_join(void)
+{
+  if (!atomic_load_explicit(&rc_running, memory_order_relaxed)) return;
+  pthread_mutex_lock(&rc_mu);
+  rc_stop = true;
+  pthread_cond_signal(&rc_cv);
+  pthread_mutex_unlock(&rc_mu);
+  pthread_join(rc_thread, NULL);
+  atomic_store_explicit(&rc_running, false, memory_order_relaxed);
+}
+
+static bool bg_je_wanted(void);
+
+/* Runs on a program thread on its way out of malloc (tm_account_defer). */
+static void bg_start_deferred(void)
+{
+  if (bg_je_wanted()) bg_start();
+  if (tm_reclaim_needed()) rc_start();
+}
+
+void tm_background_reclaim_wanted(void)
+{
+  if (atomic_load_explicit(&rc_running, memory_order_relaxed) || !tm_reclaim_needed()) return;
+  tm_thread_t *self = &tm_tls;
+  if (self->state != TM_THREAD_READY || self->internal) return;
+  tm_account_defer(self, bg_start_deferred);
+}
+
+void tm_background_prefork(void)
+{
+  pthread_mutex_lock(&rc_mu);
+}
+
+void tm_background_postfork_parent(void)
+{
+  pthread_mutex_unlock(&rc_mu);
+}
+
+static bool bg_je_wanted(void)
+{
+  if (atomic_load_explicit(&bg_running, memory_order_relaxed) ||
+      tm_option(TM_OPTION_BACKGROUND_THREAD)->num != BG_AUTO)
+    return false;
+  uint64_t mapped = 0;
+  for (unsigned t = 0; t < tm_ranges.n; t++) mapped += tm_range_mapped(t);
+  return mapped >= BG_HEAP_MIN;
+}
+
+void tm_background_heap_grew(void)
+{
+  tm_thread_t *self = &tm_tls;
+  if (!bg_je_wanted() || self->state != TM_THREAD_READY || self->internal) return;
+  tm_account_defer(self, bg_start_deferred);
+}
+
+void tm_background_start(void)
+{
+  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == BG_ON) bg_start();
+}
+
 /* glibc ends a process when its last thread ends, and counts jemalloc's
  * background threads (which block every signal) as threads: a program whose
  * threads all end by pthread_exit would never end, and a SIGTERM would not
@@ -35,6 +170,7 @@ void tm_background_second_thread(void)
  * still run: it loses background purging, nothing else. */
 void tm_background_no_thread_left(void)
 {
+  rc_stop_and_join();
   if (!atomic_exchange_explicit(&bg_running, false, memory_order_relaxed)) return;
   bool off = false;
   tmje_mallctl("background_thread", NULL, NULL, &off, sizeof off);
@@ -43,30 +179,12 @@ void tm_background_no_thread_left(void)
 void tm_background_postfork_child(void)
 {
   atomic_store_explicit(&bg_running, false, memory_order_relaxed);
-}
-
-/* Started once the heap has held this much: a program that never grows so
- * far never has much to give back, and gets no thread. */
-#define BG_HEAP_MIN ((uint64_t)64 << 20)
-
-static void bg_start_deferred(void)
-{
-  bg_start();
-}
-
-void tm_background_heap_grew(void)
-{
-  if (atomic_load_explicit(&bg_running, memory_order_relaxed) ||
-      tm_option(TM_OPTION_BACKGROUND_THREAD)->num != BG_AUTO)
-    return;
-  uint64_t mapped = 0;
-  for (unsigned t = 0; t < tm_ranges.n; t++) mapped += tm_range_mapped(t);
+  pthread_mutex_init(&rc_mu, NULL);
+  rc_restart = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed);
+  rc_cv_ok = false;
+  tm_reclaim_postfork_child();
+  /* The forking thread is the child's only one: it starts the reclaim thread
+   * again on its way out of its next allocation. */
   tm_thread_t *self = &tm_tls;
-  if (mapped < BG_HEAP_MIN || self->state != TM_THREAD_READY || self->internal) return;
-  tm_account_defer(self, bg_start_deferred);
-}
-
-void tm_background_start(void)
-{
-  if (tm_option(TM_OPTION_BACKGROUND_THREAD)->num == BG_ON) bg_start();
+  if (rc_restart && self->state == TM_THREAD_READY) tm_account_defer(self, bg_start_deferred);
 }

@@ -1,7 +1,7 @@
 /*
  * background: the one owner of the threads that run for the library rather
- * than for the program: jemalloc's background purging threads today, the
- * reclaim thread next. Every rule learned about such threads lives here:
+ * than for the program: jemalloc's background purging threads and the
+ * reclaim thread (reclaim.h). Every rule learned about such threads lives here:
  *   - exit: glibc ends a process when its last thread ends, and counts these
  *     threads (which block every signal) as threads; so they stop when the
  *     last program thread that used the allocator ends, and start again
@@ -31,10 +31,23 @@ void tm_background_second_thread(void);
  * in a single-threaded program that stops calling the allocator. */
 void tm_background_heap_grew(void);
 
+/* Name of the reclaim thread (thread.c keeps it out of the arenas). */
+#define TM_RECLAIM_THREAD_NAME "tiermalloc_rcl"
+
+/* Called as memory is committed (an extent hook: it only asks the calling
+ * thread, tm_account_defer): when reclaim is needed (tm_reclaim_needed) and
+ * its thread is not running, the thread starts. It runs tm_reclaim_pass in a
+ * loop, every signal blocked, and never allocates. */
+void tm_background_reclaim_wanted(void);
+
 /* The last program thread that used the allocator has exited: stops them. */
 void tm_background_no_thread_left(void);
 
-/* Fork child: none of them survived the fork. */
+/* Fork: the reclaim thread's lock is held across it; in the child none of
+ * the threads survived, and the reclaim thread starts again at the child's
+ * next allocation if it ran in the parent. */
+void tm_background_prefork(void);
+void tm_background_postfork_parent(void);
 void tm_background_postfork_child(void);
 
 #endif

@@ -266,17 +266,26 @@ void tm_budget_init(const tm_topology_t *topo, const char *root)
   pthread_mutex_unlock(&budget_lock);
 }
 
-void tm_budget_refresh(void)
+static void budget_refresh_older(uint64_t age_ns)
 {
   if (budget_topo == NULL) return;
   uint64_t now = budget_now_ns();
-  if (now - atomic_load_explicit(&budget_read_ns, memory_order_relaxed) < TM_BUDGET_REFRESH_NS)
-    return;
+  if (now - atomic_load_explicit(&budget_read_ns, memory_order_relaxed) < age_ns) return;
   if (pthread_mutex_trylock(&budget_lock) != 0) return;
   tm_log_quiet_repeats(true);
   budget_load_locked();
   tm_log_quiet_repeats(false);
   pthread_mutex_unlock(&budget_lock);
+}
+
+void tm_budget_refresh(void)
+{
+  budget_refresh_older(TM_BUDGET_REFRESH_NS);
+}
+
+void tm_budget_refresh_now(void)
+{
+  budget_refresh_older(0);
 }
 
 uint64_t tm_budget_get(unsigned tier, unsigned limit)

@@ -83,6 +83,10 @@ void tm_budget_init(const tm_topology_t *topo, const char *root);
 #define TM_BUDGET_REFRESH_NS 1000000000ull
 void tm_budget_refresh(void);
 
+/* The same whatever the age of the last read: the reclaim thread's, once a
+ * pass, so a lowered limit is acted on within one reclaim period. */
+void tm_budget_refresh_now(void);
+
 /* The limit in force (relaxed atomic read; any thread, any time). */
 uint64_t tm_budget_get(unsigned tier, unsigned limit);
 

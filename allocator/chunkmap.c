@@ -112,14 +112,16 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n)
 bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 {
   pthread_rwlock_rdlock(&chunk_fork_lock);
-  unsigned t = tm_chunk_tier(c);
   /* The caller's n bytes are committed here, so nobody places or empties the
-   * chunk now: no CHUNK_BUSY to wait for. */
-  uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
+   * chunk now; but reclaim may hold it while it moves it: wait, so the bytes
+   * come off the tier the chunk ends up on. */
+  uint32_t old = chunk_settled(c);
   while (!atomic_compare_exchange_weak_explicit(&c->committed, &old,
                                                 old == n ? CHUNK_BUSY : old - n,
-                                                memory_order_release, memory_order_relaxed)) {
+                                                memory_order_acquire, memory_order_relaxed)) {
+    if (old & CHUNK_BUSY) old = chunk_settled(c);
   }
+  unsigned t = tm_chunk_tier(c);
   atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
   if (old != n) {
     pthread_rwlock_unlock(&chunk_fork_lock);
@@ -133,6 +135,43 @@ void tm_chunk_emptied(tm_chunk_t *c)
 {
   atomic_store_explicit(&c->committed, 0, memory_order_release);
   pthread_rwlock_unlock(&chunk_fork_lock);
+}
+
+bool tm_chunk_hold(tm_chunk_t *c)
+{
+  pthread_rwlock_rdlock(&chunk_fork_lock);
+  uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
+  while (old != 0 && !(old & CHUNK_BUSY)) {
+    if (atomic_compare_exchange_weak_explicit(&c->committed, &old, old | CHUNK_BUSY,
+                                              memory_order_acquire, memory_order_relaxed))
+      return true;
+  }
+  pthread_rwlock_unlock(&chunk_fork_lock);
+  return false;
+}
+
+void tm_chunk_move(tm_chunk_t *c, unsigned to)
+{
+  unsigned from = tm_chunk_tier(c);
+  if (from == to) return;
+  uint32_t n = atomic_load_explicit(&c->committed, memory_order_relaxed) & ~CHUNK_BUSY;
+  atomic_fetch_sub_explicit(&chunk_charged[from], 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&chunk_charged[to], 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&chunk_bytes[from], n, memory_order_relaxed);
+  atomic_fetch_add_explicit(&chunk_bytes[to], n, memory_order_relaxed);
+  atomic_store_explicit(&c->tier, (uint8_t)(to == tm_chunk_home(c) ? 0 : to + 1),
+                        memory_order_relaxed);
+}
+
+void tm_chunk_release(tm_chunk_t *c)
+{
+  atomic_fetch_and_explicit(&c->committed, ~CHUNK_BUSY, memory_order_release);
+  pthread_rwlock_unlock(&chunk_fork_lock);
+}
+
+uint32_t tm_chunk_bytes(const tm_chunk_t *c)
+{
+  return atomic_load_explicit(&c->committed, memory_order_relaxed) & ~CHUNK_BUSY;
 }
 
 void tm_chunkmap_prefork(void)

@@ -32,9 +32,13 @@
 typedef struct tm_chunk_s {
   _Atomic uint32_t committed;  /* bytes of the chunk committed (top bit: being placed or emptied) */
   _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
-  _Atomic uint8_t flags;       /* reserved for reclaim (being moved, failed) */
-  _Atomic uint16_t age;        /* reserved for hotness (epoch of the last use) */
+  _Atomic uint8_t flags;       /* reserved for reclaim and hotness */
+  _Atomic uint16_t age;        /* hotness.h: when the chunk was last used, as it defines use */
 } tm_chunk_t;
+
+/* Bits of tm_chunk_t.flags. */
+#define TM_CHUNK_STRAY 0x1u   /* some pages are not on the chunk's current tier (migrate.c) */
+#define TM_CHUNK_KEEP  0x2u   /* never reclaimed: a pinned arena's, or start-up metadata */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */
@@ -92,6 +96,21 @@ void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n);
  * calls tm_chunk_emptied; threads committing into it wait until then. */
 bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n);
 void tm_chunk_emptied(tm_chunk_t *c);
+
+/* Reclaim's hold on a chunk it moves. true: c had committed bytes and is now
+ * held (marked busy): its count, tier and charge change only through
+ * tm_chunk_move until tm_chunk_release, and threads committing into it or
+ * decommitting from it wait (one mbind of 2 MiB). false: c is empty, or
+ * another thread holds it; nothing was taken. */
+bool tm_chunk_hold(tm_chunk_t *c);
+
+/* Makes `to` the current tier of the held chunk c, moving its committed
+ * bytes and its charge there (the caller bound its pages there). */
+void tm_chunk_move(tm_chunk_t *c, unsigned to);
+void tm_chunk_release(tm_chunk_t *c);
+
+/* Committed bytes of c now (0: empty). */
+uint32_t tm_chunk_bytes(const tm_chunk_t *c);
 
 /* Fork handlers (fork.c): no chunk is being placed or emptied across a fork. */
 void tm_chunkmap_prefork(void);

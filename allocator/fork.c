@@ -10,13 +10,15 @@
 #include "jemap.h"
 #include "log.h"
 
-/* Order: the chunk map's fork lock and the budgets' lock are taken from the
+/* Order: the reclaim thread's lock first (it takes the others while it does
+ * not hold it, never the other way round). The chunk map's fork lock and the budgets' lock are taken from the
  * allocator's slow path (extent hooks) while jemalloc may hold its own locks,
  * and never around the account registry, so they are taken first and
  * released last. No hook holds one while it takes the other (the budgets'
  * is only ever tried). */
 static void fork_prepare(void)
 {
+  tm_background_prefork();
   tm_chunkmap_prefork();
   tm_budget_prefork();
   tm_account_prefork();
@@ -27,6 +29,7 @@ static void fork_parent(void)
   tm_account_postfork_parent();
   tm_budget_postfork_parent();
   tm_chunkmap_postfork_parent();
+  tm_background_postfork_parent();
 }
 
 static void fork_child(void)

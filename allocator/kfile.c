@@ -136,17 +136,18 @@ static int kfile_parse_kb(const char *s, uint64_t *bytes)
 /* MemTotal in bytes from a meminfo file: /proc/meminfo ("MemTotal: N kB") or a
  * node's ("Node 3 MemTotal: N kB"). 0, or a positive errno (EINVAL when the
  * file has no well-formed MemTotal line). */
-int tm_kfile_read_memtotal(const char *path, uint64_t *bytes)
+int tm_kfile_read_meminfo(const char *path, const char *key, uint64_t *bytes)
 {
   tm_kfile_lines_t r;
   int oerr = tm_kfile_lines_open(&r, path);
   if (oerr) return oerr;
   char line[128];
+  size_t klen = strlen(key);
   int cut, n, err = EINVAL;
   while ((n = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
-    char *p = strstr(line, "MemTotal:");
-    if (!p || cut) continue;
-    err = kfile_parse_kb(p + strlen("MemTotal:"), bytes);
+    char *p = strstr(line, key);
+    if (!p || cut || p[klen] != ':' || (p > line && p[-1] != ' ')) continue;
+    err = kfile_parse_kb(p + klen + 1, bytes);
     break;
   }
   close(r.fd);

@@ -49,10 +49,11 @@ int tm_kfile_lines_open(tm_kfile_lines_t *r, const char *path);
  * is cut to fit and *cut is set. */
 int tm_kfile_next_line(tm_kfile_lines_t *r, char *line, int size, int *cut);
 
-/* MemTotal in bytes from a meminfo file: /proc/meminfo ("MemTotal: N kB") or a
- * node's ("Node 3 MemTotal: N kB"). 0, or a positive errno (EINVAL when the
- * file has no well-formed MemTotal line). */
-int tm_kfile_read_memtotal(const char *path, uint64_t *bytes);
+/* The value of `key` ("MemTotal", "MemFree") in bytes from a meminfo file:
+ * /proc/meminfo ("MemTotal: N kB") or a node's ("Node 3 MemTotal: N kB").
+ * 0, or a positive errno (EINVAL when the file has no well-formed line for
+ * key). */
+int tm_kfile_read_meminfo(const char *path, const char *key, uint64_t *bytes);
 
 /* Reads a nodelist file into *m. 0 or a positive errno. The _warn form also
  * says, in one line, why a file that exists could not be used. */

@@ -25,22 +25,57 @@ static int os_commit(void *p, size_t size)
 
 /* The mbind syscall directly: libnuma's wrapper is the same call, but going
  * through syscall() keeps this file free of libnuma's initialisation. */
-static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, unsigned long maxnode)
+static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, unsigned long maxnode,
+                    unsigned flags)
 {
-  return syscall(SYS_mbind, p, size, mode, mask, maxnode, 0UL) == 0 ? 0 : errno;
+  return syscall(SYS_mbind, p, size, mode, mask, maxnode, (unsigned long)flags) == 0 ? 0 : errno;
+}
+
+static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
+                     unsigned flags)
+{
+  /* The kernel reads maxnode-1 bits; one more than our mask holds. */
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY, (const unsigned long *)nodes->w,
+                     TIER_MAX_NODES + 1, flags);
+  if (err == EINVAL) {
+    tm_nodemask_t one = {{0}};
+    tm_nodemask_set(&one, first_node);
+    err = os_mbind(p, size, MPOL_PREFERRED, (const unsigned long *)one.w, TIER_MAX_NODES + 1,
+                   flags);
+  }
+  return err;
 }
 
 static int os_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
 {
-  /* The kernel reads maxnode-1 bits; one more than our mask holds. */
-  int err = os_mbind(p, size, MPOL_PREFERRED_MANY, (const unsigned long *)nodes->w,
-                     TIER_MAX_NODES + 1);
-  if (err == EINVAL) {
-    tm_nodemask_t one = {{0}};
-    tm_nodemask_set(&one, first_node);
-    err = os_mbind(p, size, MPOL_PREFERRED, (const unsigned long *)one.w, TIER_MAX_NODES + 1);
-  }
-  return err;
+  return os_policy(p, size, nodes, first_node, 0);
+}
+
+/* EIO: some pages could not be moved; where says which. */
+static int os_move(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
+{
+  int err = os_policy(p, size, nodes, first_node, MPOL_MF_MOVE);
+  return err == EIO ? 0 : err;
+}
+
+static int os_where(void *const *pages, int n, int *node)
+{
+  long r = syscall(SYS_move_pages, 0, (unsigned long)n, pages, NULL, node, 0);
+  return r < 0 ? errno : 0;
+}
+
+#ifndef MADV_PAGEOUT
+#define MADV_PAGEOUT 21
+#endif
+
+static int os_pageout(void *p, size_t size)
+{
+  return madvise(p, size, MADV_PAGEOUT) == 0 ? 0 : errno;
+}
+
+static int os_resident(void *p, size_t size, unsigned char *vec)
+{
+  return mincore(p, size, vec) == 0 ? 0 : errno;
 }
 
 static int os_purge(void *p, size_t size, int lazy)
@@ -59,4 +94,8 @@ const tm_os_t tm_os_linux = {
   .bind = os_bind,
   .purge = os_purge,
   .huge = os_huge,
+  .move = os_move,
+  .where = os_where,
+  .pageout = os_pageout,
+  .resident = os_resident,
 };

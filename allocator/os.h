@@ -32,6 +32,22 @@ typedef struct tm_os_s {
    * kernel then backs each 2 MiB-aligned block inside it with one huge page
    * when it can, as the system's THP setting allows. */
   int (*huge)(void *p, size_t size);
+  /* Binds [p, p+size) to `nodes` as bind does and moves the pages present
+   * there that are on other nodes (MPOL_MF_MOVE: pages the process alone
+   * maps). Safe while other threads read and write them: the kernel makes
+   * them wait for each page it moves. Pages it could not move are left
+   * where they were, and the call still returns 0 (where tells). */
+  int (*move)(void *p, size_t size, const tm_nodemask_t *nodes, int first_node);
+  /* The node of each of the n pages at pages[i] (move_pages with no target):
+   * node[i] >= 0, or a negative errno (-ENOENT: no page there, never touched
+   * or swapped out). */
+  int (*where)(void *const *pages, int n, int *node);
+  /* Asks the kernel to page out [p, p+size) now (MADV_PAGEOUT): to swap for
+   * anonymous memory, nothing at all when there is no swap. */
+  int (*pageout)(void *p, size_t size);
+  /* Which pages of [p, p+size) are resident (mincore): vec[i] & 1 for page i;
+   * swapped-out pages are not. */
+  int (*resident)(void *p, size_t size, unsigned char *vec);
 } tm_os_t;
 
 /* The real primitives. */

@@ -1,7 +1,9 @@
 #include "policy.h"
 
+#include "background.h"
 #include "budget.h"
 #include "chunkmap.h"
+#include "hotness.h"
 #include "range.h"
 
 static const tm_topology_t *policy_topo;
@@ -14,9 +16,17 @@ void tm_policy_init(const tm_topology_t *topo)
   policy_ntiers = (unsigned)topo->ntiers;
 }
 
+/* The metadata's chunks are also kept out of reclaim: jemalloc reads them on
+ * every allocation, and their commit age is the oldest of all. */
 void tm_policy_baseline(void)
 {
   for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_chunk_charged(t);
+  for (unsigned i = 0; i < tm_ranges.n && tm_chunks; i++) {
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (tm_chunk_bytes(c)) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_KEEP, memory_order_relaxed);
+    }
+  }
 }
 
 uint64_t tm_policy_used(unsigned t)
@@ -95,6 +105,7 @@ static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
       t = cur;
     }
   }
+  if (pinned) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_KEEP, memory_order_relaxed);
   tm_chunk_place(c, t, n);
 }
 
@@ -108,8 +119,10 @@ void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)
     uint32_t n = (uint32_t)((next < end ? next : end) - a);
     tm_chunk_t *c = tm_chunk_of((void *)a);
     if (tm_chunk_commit_bytes(c, n)) policy_place(c, n, pref, pinned);
+    tm_hotness_touch(c);
     a += n;
   }
+  tm_background_reclaim_wanted();
 }
 
 void tm_policy_decommit(void *p, size_t size)

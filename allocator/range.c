@@ -103,6 +103,11 @@ void *tm_range_carve(unsigned i, size_t size, size_t align)
   return (void *)start;
 }
 
+uintptr_t tm_range_end(unsigned i)
+{
+  return i < tm_ranges.n ? atomic_load_explicit(&range_next[i], memory_order_acquire) : 0;
+}
+
 uint64_t tm_range_mapped(unsigned i)
 {
   return i < TIER_MAX_TIERS ? atomic_load_explicit(&range_carved[i], memory_order_relaxed) : 0;

@@ -70,6 +70,10 @@ int tm_ranges_init(const tm_topology_t *topo, size_t size, size_t huge_min,
  * failure to get huge pages is not a failure of the carve. */
 void *tm_range_carve(unsigned i, size_t size, size_t align);
 
+/* The end of what range i has carved so far: every extent of it lies in
+ * [tm_range_lo(i), tm_range_end(i)). */
+uintptr_t tm_range_end(unsigned i);
+
 /* Bytes carved from range i so far: address space, which only grows. */
 uint64_t tm_range_mapped(unsigned i);
 

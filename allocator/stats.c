@@ -16,6 +16,7 @@
 #include "outfile.h"
 #include "policy.h"
 #include "range.h"
+#include "reclaim.h"
 #include "resident.h"
 #include "startup.h"
 
@@ -65,9 +66,22 @@ int tm_stats_snapshot(tier_stats_t *s)
   }
   memcpy(s->cgroup, b.cgroup.path, sizeof s->cgroup);
   s->cgroup[sizeof s->cgroup - 1] = '\0';
+  tm_reclaim_stats(s);
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
   s->resident_other = res.other;
   return err;
+}
+
+const char *tm_stats_reclaim_mode_name(uint32_t m)
+{
+  static const char *const names[] = { "off", "always", "pressure" };
+  return m < sizeof names / sizeof names[0] ? names[m] : "?";
+}
+
+const char *tm_stats_reclaim_state_name(uint32_t st)
+{
+  static const char *const names[] = { "stopped", "idle", "demoting", "paging out" };
+  return st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
 /* Output goes through a small buffer to the caller's writer. */
@@ -111,6 +125,11 @@ static void stats_put_bytes(stats_out_t *o, uint64_t v)
   int u = 0;
   while (d >= 1024 && u < 4) { d /= 1024; u++; }
   stats_put(o, " %10.1f %-3s", d, unit[u]);
+}
+
+static void stats_put_count(stats_out_t *o, uint64_t v)
+{
+  stats_put(o, " %10llu    ", (unsigned long long)v);
 }
 
 static void stats_put_ns(stats_out_t *o, uint64_t v)
@@ -173,7 +192,14 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
 #define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)ti->name);
       TIER_STATS_TIER_FIELDS(X)
 #undef X
-      stats_put(&o, ",\"budget\":{");
+      stats_put(&o, ",\"reclaim\":{");
+      const char *sep = "";
+#define X(name, unit, doc)                                                                         \
+  stats_put(&o, "%s\"" #name "\":%llu", sep, (unsigned long long)ti->reclaim.name);                \
+  sep = ",";
+      TIER_STATS_RECLAIM_FIELDS(X)
+#undef X
+      stats_put(&o, "},\"budget\":{");
 #define X(name, unit, doc)                                                                         \
   stats_put(&o, "\"" #name "\":");                                                                \
   stats_put_limit(&o, true, ti->budget.name);                                                      \
@@ -193,7 +219,11 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
   if (json) {
     stats_put(&o, "],\"cgroup\":");
     stats_put_json_str(&o, s->cgroup);
-    stats_put(&o, "}\n");
+    stats_put(&o, ",\"reclaim_mode\":\"%s\",\"reclaim_state\":\"%s\",\"cold_signal\":",
+              tm_stats_reclaim_mode_name(s->reclaim_mode),
+              tm_stats_reclaim_state_name(s->reclaim_state));
+    stats_put_json_str(&o, s->cold_signal);
+    stats_put(&o, ",\"pageout_available\":%s}\n", s->pageout_available ? "true" : "false");
   } else {
     stats_put(&o, "%-4s %-10s", "tier", "budget");
 #define X(name, unit, doc) stats_put(&o, " %14s", #name);
@@ -208,7 +238,24 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
 #undef X
       stats_put(&o, "  %s\n", tm_budget_source_name((tier_budget_source_t)ti->budget.source));
     }
+    stats_put(&o, "%-4s %-10s", "tier", "reclaim");
+#define X(name, unit, doc) stats_put(&o, " %14s", #name);
+    TIER_STATS_RECLAIM_FIELDS(X)
+#undef X
+    stats_put(&o, "\n");
+    for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
+      const tier_stats_tier_t *ti = &s->tier[t];
+      stats_put(&o, "%-4u %-10s", t, "");
+#define X(name, unit, doc) stats_put_unit(&o, unit, ti->reclaim.name);
+      TIER_STATS_RECLAIM_FIELDS(X)
+#undef X
+      stats_put(&o, "\n");
+    }
     stats_put(&o, "%-20s %s\n", "cgroup", s->cgroup[0] ? s->cgroup : "(none)");
+    stats_put(&o, "%-20s %s, %s; cold: %s; pageout %s\n", "reclaim",
+              tm_stats_reclaim_mode_name(s->reclaim_mode),
+              tm_stats_reclaim_state_name(s->reclaim_state), s->cold_signal,
+              s->pageout_available ? "available" : "unavailable (no swap seen)");
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
 #undef X

@@ -16,6 +16,11 @@ int tm_stats_snapshot(tier_stats_t *s);
 void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format);
 
+/* "off", "always", "pressure" (tier_reclaim_mode_t); "stopped", "idle",
+ * "demoting", "paging out" (tier_reclaim_state_t). */
+const char *tm_stats_reclaim_mode_name(uint32_t m);
+const char *tm_stats_reclaim_state_name(uint32_t st);
+
 /* At start-up: keeps a copy of stderr when the exit stats go there. */
 void tm_stats_at_start(void);
 

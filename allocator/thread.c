@@ -32,11 +32,13 @@ static void thread_key_create(void)
 
 /* jemalloc names its background threads first thing. Their first thread
  * registers here when it starts the others (glibc's pthread_create callocs
- * the new thread's TLS vector); they are not the program's threads. */
-static bool thread_is_jemalloc(void)
+ * the new thread's TLS vector); they are not the program's threads. Nor is
+ * the reclaim thread, which should never get here (it does not allocate). */
+static bool thread_is_internal(void)
 {
   char name[16] = "";
-  return prctl(PR_GET_NAME, name) == 0 && strcmp(name, "jemalloc_bg_thd") == 0;
+  return prctl(PR_GET_NAME, name) == 0 &&
+         (strcmp(name, "jemalloc_bg_thd") == 0 || strcmp(name, TM_RECLAIM_THREAD_NAME) == 0);
 }
 
 tm_thread_t *tm_thread_prepare(void)
@@ -50,7 +52,7 @@ tm_thread_t *tm_thread_prepare(void)
     return NULL;
   }
   pthread_once(&thread_key_once, thread_key_create);
-  t->internal = thread_is_jemalloc();
+  t->internal = thread_is_internal();
   if (!t->internal) tm_arena_thread_bind();
   size_t sz = sizeof(t->allocp);
   if (tmje_mallctl("thread.allocatedp", (void *)&t->allocp, &sz, NULL, 0) != 0 ||

@@ -86,7 +86,7 @@ static uint64_t topo_node_capacity(const char *root, int n)
   char path[TM_KFILE_PATH_MAX];
   uint64_t bytes = 0;
   if (tm_kfile_path(path, root, topo_node_dir, "node", n, "meminfo")) return 0;
-  int err = tm_kfile_read_memtotal(path, &bytes);
+  int err = tm_kfile_read_meminfo(path, "MemTotal", &bytes);
   if (err) {
     tm_warn("cannot read MemTotal from %s: %s; tier capacity will be short", path,
             err == EINVAL ? "no MemTotal line" : tm_kfile_errstr(err));
@@ -306,7 +306,7 @@ static void topo_single(tm_topology_t *t, const char *root)
   t->tier[0].kernel_tier = -1;
   t->node_tier[0] = 0;
   if (!tm_kfile_path(path, root, "/proc/meminfo", NULL, -1, NULL))
-    tm_kfile_read_memtotal(path, &t->tier[0].capacity);
+    tm_kfile_read_meminfo(path, "MemTotal", &t->tier[0].capacity);
 }
 
 int tm_topology_discover(tm_topology_t *t, const char *root, const char *override)

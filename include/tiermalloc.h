@@ -59,7 +59,7 @@ void tier_free(void *p);
  * resident <= committed. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 2
+#define TIER_STATS_VERSION 3
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -77,10 +77,20 @@ void tier_free(void *p);
   X(high, bytes, "above this new memory goes to the next tier down; reclaim demotes") \
   X(max,  bytes, "never more than this")
 
+/* What reclaim did to the tier since start-up, in bytes of pages, verified
+ * with move_pages (see tier_stats_t's reclaim_* fields). */
+#define TIER_STATS_RECLAIM_FIELDS(X)                                           \
+  X(demoted,   bytes, "moved from this tier to the next one down (pages found there afterwards)") \
+  X(promoted,  bytes, "moved to this tier from the one below (0 until access tracking exists)") \
+  X(paged_out, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap")       \
+  X(failed,    bytes, "pages asked to move or page out that did not (busy, pinned, no room): retried later")
+
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
   X(unplaced_allocated, bytes, "live bytes outside every tier range (jemalloc's start-up memory, or memory mapped once the ranges were full)") \
   X(resident_other,     bytes, "bytes of the tiered ranges on nodes that belong to no tier") \
-  X(resident_sample_ns, ns,    "how long the last resident measurement took")
+  X(resident_sample_ns, ns,    "how long the last resident measurement took") \
+  X(reclaim_passes,     count, "passes of the reclaim thread over the chunk map")  \
+  X(reclaim_cpu_ns,     ns,    "CPU time the reclaim thread used (measuring, demoting, paging out)")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 
@@ -95,6 +105,21 @@ typedef enum tier_budget_source_e {
   TIER_BUDGET_RATIO,      /* the cgroup's limits x TIERMALLOC_TOPTIER_RATIO */
 } tier_budget_source_t;
 
+/* TIERMALLOC_RECLAIM. */
+typedef enum tier_reclaim_mode_e {
+  TIER_RECLAIM_OFF = 0,     /* budgets steer new memory only */
+  TIER_RECLAIM_ALWAYS,      /* hold the watermarks at all times */
+  TIER_RECLAIM_PRESSURE,    /* above high only while the tier's nodes are short of free memory */
+} tier_reclaim_mode_t;
+
+/* What the reclaim thread is doing now. */
+typedef enum tier_reclaim_state_e {
+  TIER_RECLAIM_STOPPED = 0, /* not running (no budget can be crossed, mode off, or no thread) */
+  TIER_RECLAIM_IDLE,        /* every tier within its watermarks */
+  TIER_RECLAIM_DEMOTING,
+  TIER_RECLAIM_PAGING_OUT,
+} tier_reclaim_state_t;
+
 typedef struct tier_stats_tier_s {
 #define TIER_STATS_FIELD_(name, unit, doc) uint64_t name;
   TIER_STATS_TIER_FIELDS(TIER_STATS_FIELD_)
@@ -104,6 +129,9 @@ typedef struct tier_stats_tier_s {
     uint32_t source;                /* tier_budget_source_t */
     uint32_t reserved_;
   } budget;
+  struct {
+    TIER_STATS_RECLAIM_FIELDS(TIER_STATS_FIELD_)
+  } reclaim;
 } tier_stats_tier_t;
 
 typedef struct tier_stats_s {
@@ -113,6 +141,11 @@ typedef struct tier_stats_s {
 #undef TIER_STATS_FIELD_
   tier_stats_tier_t tier[TIER_MAX_TIERS];
   char cgroup[256];                 /* the process's cgroup ("/app/worker"), "" when none */
+  uint32_t reclaim_mode;            /* tier_reclaim_mode_t */
+  uint32_t reclaim_state;           /* tier_reclaim_state_t */
+  char cold_signal[32];             /* what reclaim calls cold ("commit age") */
+  uint32_t pageout_available;       /* 1: swap is on, so MADV_PAGEOUT can page out */
+  uint32_t reserved_;
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

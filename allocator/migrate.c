@@ -1,0 +1,86 @@
+#include "migrate.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "range.h"
+
+#define MIGRATE_PAGE 4096u
+#define MIGRATE_PAGES (TM_CHUNK_SIZE / MIGRATE_PAGE)
+
+static const tm_topology_t *migrate_topo;
+
+void tm_migrate_init(const tm_topology_t *topo)
+{
+  migrate_topo = topo;
+}
+
+/* Tier of each page of the chunk at a into tier[] (-1: no page, or a node of
+ * no tier). 0 or a positive errno. */
+static int migrate_where(uintptr_t a, int8_t *tier)
+{
+  void *pages[MIGRATE_PAGES];
+  int node[MIGRATE_PAGES];
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++) pages[i] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
+  int err = tm_range_os()->where(pages, MIGRATE_PAGES, node);
+  if (err != 0) return err;
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
+    tier[i] = node[i] >= 0 && node[i] < TIER_MAX_NODES ? migrate_topo->node_tier[node[i]] : -1;
+  return 0;
+}
+
+int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
+{
+  if (to >= (unsigned)migrate_topo->ntiers) return EINVAL;
+  if (!tm_chunk_hold(c)) return EBUSY;
+  uintptr_t a = tm_chunk_addr(c);
+  int8_t before[MIGRATE_PAGES], after[MIGRATE_PAGES];
+  int err = migrate_where(a, before);
+  const tm_tier_t *tier = &migrate_topo->tier[to];
+  if (err == 0) err = tm_range_os()->move((void *)a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node);
+  if (err == 0) {
+    /* The chunk's policy is `to` now, whatever moved: new pages go there. */
+    tm_chunk_move(c, to);
+    uint64_t moved = 0, failed = 0;
+    if (migrate_where(a, after) == 0) {
+      for (unsigned i = 0; i < MIGRATE_PAGES; i++) {
+        if (after[i] == (int8_t)to) moved += before[i] >= 0 && before[i] != (int8_t)to;
+        else if (after[i] >= 0) failed++;
+      }
+    }
+    out->moved += moved * MIGRATE_PAGE;
+    out->failed += failed * MIGRATE_PAGE;
+    uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
+    atomic_store_explicit(&c->flags, (uint8_t)(failed ? f | TM_CHUNK_STRAY : f & ~TM_CHUNK_STRAY),
+                          memory_order_relaxed);
+  }
+  tm_chunk_release(c);
+  return err;
+}
+
+static unsigned migrate_resident_pages(uintptr_t a)
+{
+  unsigned char vec[MIGRATE_PAGES];
+  if (tm_range_os()->resident((void *)a, TM_CHUNK_SIZE, vec) != 0) return 0;
+  unsigned n = 0;
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++) n += vec[i] & 1;
+  return n;
+}
+
+uint64_t tm_migrate_resident(tm_chunk_t *c)
+{
+  return (uint64_t)migrate_resident_pages(tm_chunk_addr(c)) * MIGRATE_PAGE;
+}
+
+int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out)
+{
+  uintptr_t a = tm_chunk_addr(c);
+  unsigned before = migrate_resident_pages(a);
+  if (before == 0) return 0;
+  int err = tm_range_os()->pageout((void *)a, TM_CHUNK_SIZE);
+  if (err != 0) return err;
+  unsigned after = migrate_resident_pages(a);
+  out->moved += (uint64_t)(before > after ? before - after : 0) * MIGRATE_PAGE;
+  out->failed += (uint64_t)(after < before ? after : before) * MIGRATE_PAGE;
+  return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * migrate: the mechanism of reclaim, one 2 MiB chunk at a time. Reclaim
+ * (reclaim.c) decides which chunks; this moves them and says, from the
+ * kernel's own answer, what really happened.
+ *
+ * A count is never taken on trust: every page is looked up (move_pages with
+ * no target) before and after. A page counts as demoted when it was on
+ * another tier before and is on the target tier after; a page still elsewhere
+ * counts as failed (busy, pinned, or the target full) and its chunk is
+ * marked stray, so a later pass moves it again. Pages never touched or
+ * swapped out count as neither. Pageout counts the resident pages that
+ * mincore no longer finds resident afterwards.
+ *
+ * The OS primitives are tm_range_os()'s (os.h), so unit tests can watch them.
+ */
+#ifndef TM_MIGRATE_H
+#define TM_MIGRATE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "chunkmap.h"
+#include "topology.h"
+
+typedef struct tm_migrate_counts_s {
+  uint64_t moved;    /* bytes of pages found on the target afterwards that were not before */
+  uint64_t failed;   /* bytes of present pages left off the target */
+} tm_migrate_counts_t;
+
+void tm_migrate_init(const tm_topology_t *topo);
+
+/* Moves the pages of chunk c to tier `to` and makes `to` its current tier
+ * (tier_of, the budgets' charge). Holds the chunk meanwhile (tm_chunk_hold),
+ * so nothing places, empties or frees it under the move; threads go on
+ * reading and writing its memory. Adds to *out. Returns 0; EBUSY when the
+ * chunk is empty or held (nothing done); another positive errno when the
+ * kernel refused the move (nothing moved, the chunk stays where it was). */
+int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out);
+
+/* Pages out the resident pages of chunk c (MADV_PAGEOUT). moved: bytes no
+ * longer resident afterwards; failed: bytes still resident. Returns 0 or a
+ * positive errno. */
+int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out);
+
+/* Resident bytes of chunk c (mincore); 0 when it cannot tell. */
+uint64_t tm_migrate_resident(tm_chunk_t *c);
+
+#endif

@@ -1,0 +1,363 @@
+#include "reclaim.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "budget.h"
+#include "chunkmap.h"
+#include "hotness.h"
+#include "kfile.h"
+#include "log.h"
+#include "migrate.h"
+#include "options.h"
+#include "policy.h"
+#include "range.h"
+
+enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
+#define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
+#define RC_MS 1000000ull
+
+static struct {
+  const tm_topology_t *topo;
+  unsigned ntiers;
+  int mode;
+  uint64_t period_min, period_max, period;    /* ns */
+  uint64_t rate;                               /* bytes per second above high */
+  bool pageout;
+  uint64_t last_ns;
+  uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
+  bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
+  uint64_t vma_limit;                          /* policy boundaries reclaim may create */
+  int swap;                                    /* -1 not checked, 0 none, 1 on */
+  bool move_failed_said;
+} rc;
+
+/* Written by the reclaim thread only, read by stats. */
+static _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_paged[TIER_MAX_TIERS],
+    rc_failed[TIER_MAX_TIERS], rc_passes, rc_cpu_ns;
+static _Atomic int rc_state;
+
+/* What one sweep of the chunk map found. */
+typedef struct rc_scan_s {
+  uint64_t resident[TIER_MAX_TIERS];            /* bytes, mincore */
+  uint32_t hist[TIER_MAX_TIERS][RC_BUCKETS];    /* movable chunks by age bucket */
+  uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
+  tm_chunk_t *stray[8];
+  unsigned nstray;
+} rc_scan_t;
+
+static void rc_add(_Atomic uint64_t *v, uint64_t n)
+{
+  atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                        memory_order_relaxed);
+}
+
+static uint64_t rc_now(clockid_t clock)
+{
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void tm_reclaim_init(const tm_topology_t *topo)
+{
+  rc.topo = topo;
+  rc.ntiers = (unsigned)topo->ntiers;
+  rc.mode = (int)tm_option(TM_OPTION_RECLAIM)->num;
+  uint64_t lo = tm_option(TM_OPTION_RECLAIM_PERIOD_MIN_MS)->num;
+  uint64_t hi = tm_option(TM_OPTION_RECLAIM_PERIOD_MAX_MS)->num;
+  if (lo < 10) lo = 10;
+  if (lo > 60000) lo = 60000;
+  if (hi < lo) hi = lo;
+  if (hi > 60000) hi = 60000;
+  rc.period_min = lo * RC_MS;
+  rc.period_max = hi * RC_MS;
+  rc.period = rc.period_min;
+  rc.rate = tm_option(TM_OPTION_RECLAIM_RATE)->num;
+  rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
+  rc.swap = -1;
+  char buf[64];
+  uint64_t maps = 65530;   /* the kernel's default */
+  if (tm_kfile_read("/proc/sys/vm/max_map_count", buf, sizeof buf) > 0) {
+    uint64_t v = 0;
+    for (const char *p = buf; *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
+    if (v) maps = v;
+  }
+  rc.vma_limit = maps / 2;
+  tm_migrate_init(topo);
+}
+
+static bool rc_limited(unsigned t)
+{
+  return tm_budget_get(t, TM_LIMIT_HIGH) != TM_BUDGET_UNLIMITED ||
+         tm_budget_get(t, TM_LIMIT_MAX) != TM_BUDGET_UNLIMITED;
+}
+
+bool tm_reclaim_needed(void)
+{
+  if (rc.mode == RC_OFF || tm_chunks == NULL) return false;
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++)
+    if (rc_limited(t)) return true;
+  return rc.pageout && rc.ntiers > 0 && rc_limited(rc.ntiers - 1);
+}
+
+/* ---- measuring ------------------------------------------------------------ */
+
+static unsigned rc_bucket(unsigned age)
+{
+  unsigned b = 0;
+  while (age > 0 && b + 1 < RC_BUCKETS) {
+    age >>= 1;
+    b++;
+  }
+  return b;
+}
+
+static bool rc_movable(tm_chunk_t *c)
+{
+  return tm_chunk_bytes(c) != 0 &&
+         !(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_KEEP);
+}
+
+static void rc_measure(rc_scan_t *s)
+{
+  memset(s, 0, sizeof *s);
+  for (unsigned i = 0; i < tm_ranges.n; i++) {
+    unsigned prev = i;
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      unsigned t = tm_chunk_tier(c);
+      s->boundaries += t != prev;
+      prev = t;
+      if (tm_chunk_bytes(c) == 0) continue;
+      s->resident[t] += tm_migrate_resident(c);
+      if (!rc_movable(c)) continue;
+      s->hist[t][rc_bucket(tm_hotness_age(c))]++;
+      if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
+          s->nstray < sizeof s->stray / sizeof s->stray[0])
+        s->stray[s->nstray++] = c;
+    }
+  }
+}
+
+/* The nodes of tier t have less free memory than RECLAIM_PRESSURE_FREE. */
+static bool rc_short(unsigned t)
+{
+  const tm_tier_t *tier = &rc.topo->tier[t];
+  uint64_t free_bytes = 0;
+  for (int n = 0; n < TIER_MAX_NODES; n++) {
+    if (!tm_nodemask_test(&tier->nodes, n)) continue;
+    char path[TM_KFILE_PATH_MAX];
+    uint64_t v = 0;
+    if (tm_kfile_path(path, "", "/sys/devices/system/node", "node", n, "meminfo") != 0 ||
+        tm_kfile_read_meminfo(path, "MemFree", &v) != 0)
+      return false;   /* cannot tell: no pressure claimed */
+    free_bytes += v;
+  }
+  return free_bytes < tm_option_size(TM_OPTION_RECLAIM_PRESSURE_FREE, tier->capacity);
+}
+
+/* Swap is on (/proc/swaps lists a device or file). Said once when not. */
+static bool rc_swap_on(void)
+{
+  if (rc.swap < 0) {
+    char buf[512];
+    int n = tm_kfile_read("/proc/swaps", buf, sizeof buf);
+    const char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
+    rc.swap = n == -EFBIG || (nl && nl[1] != '\0');
+    if (!rc.swap)
+      tm_warn("no swap is on, so the lowest tier cannot be paged out (MADV_PAGEOUT would do "
+              "nothing); none is counted");
+  }
+  return rc.swap == 1;
+}
+
+/* ---- acting --------------------------------------------------------------- */
+
+/* c is next to a chunk bound to tier `to` (moving it adds no VMA). */
+static bool rc_next_to(tm_chunk_t *c, unsigned to)
+{
+  uintptr_t a = tm_chunk_addr(c);
+  unsigned i = tm_range_index((void *)a);
+  if (a > tm_range_lo(i) && tm_chunk_tier(c - 1) == to) return true;
+  return a + TM_CHUNK_SIZE < tm_range_end(i) && tm_chunk_tier(c + 1) == to;
+}
+
+/* Demotes the coldest movable chunks of tier t to t+1, or pages out the
+ * coldest of t (pageout), until `want` bytes are done (chunks for demotion,
+ * pages for pageout). Returns the bytes done. */
+static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
+{
+  uint64_t done = 0;
+  bool tight = s->boundaries >= rc.vma_limit;
+  for (unsigned b = RC_BUCKETS; b-- > 0 && done < want;) {
+    if (s->hist[t][b] == 0) continue;
+    for (unsigned i = 0; i < tm_ranges.n && done < want; i++) {
+      for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
+        tm_chunk_t *c = tm_chunk_of((void *)a);
+        if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_bucket(tm_hotness_age(c)) != b)
+          continue;
+        tm_migrate_counts_t n = {0};
+        if (pageout) {
+          if (tm_migrate_pageout(c, &n) != 0) continue;
+          rc_add(&rc_paged[t], n.moved);
+          rc_add(&rc_failed[t], n.failed);
+          done += n.moved;
+          continue;
+        }
+        if (tight && !rc_next_to(c, t + 1)) continue;
+        int err = tm_migrate_chunk(c, t + 1, &n);
+        if (err == EBUSY) continue;
+        if (err != 0) {
+          if (!rc.move_failed_said)
+            tm_warn("cannot move pages to tier %u (mbind: %s); retrying each pass", t + 1,
+                    tm_kfile_errstr(err));
+          rc.move_failed_said = true;
+          rc_add(&rc_failed[t], tm_chunk_bytes(c));
+          return done;
+        }
+        rc_add(&rc_demoted[t], n.moved);
+        rc_add(&rc_failed[t], n.failed);
+        s->hist[t][b]--;
+        s->hist[t + 1][0]++;
+        s->boundaries += 2;   /* at most; the next pass counts them again */
+        done += TM_CHUNK_SIZE;
+      }
+    }
+  }
+  return done;
+}
+
+/* Bytes to demote from tier t now. */
+static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, bool *over)
+{
+  uint64_t used = tm_policy_used(t);
+  uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
+  uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
+  uint64_t hyst = high == TM_BUDGET_UNLIMITED ? 0 : tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
+  if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
+  /* The rate accrues while the tier is within its limits too, up to one
+   * idle period's worth (and at least a chunk, or a slow rate never moves). */
+  uint64_t burst = rc.rate / 1000 * (rc.period_max / RC_MS);
+  if (burst < TM_CHUNK_SIZE) burst = TM_CHUNK_SIZE;
+  rc.allowance[t] += rc.rate / 1000 * (elapsed_ns / RC_MS);
+  if (rc.allowance[t] > burst) rc.allowance[t] = burst;
+  if (high != TM_BUDGET_UNLIMITED && used > high) rc.draining[t] = true;
+  bool shrt = false, shrt_known = false;
+  uint64_t want = 0;
+  const uint64_t mask = TM_CHUNK_SIZE - 1;
+  if (max != TM_BUDGET_UNLIMITED && used > max) want = (used - max + mask) & ~mask;   /* at once */
+  if (rc.draining[t] && high != TM_BUDGET_UNLIMITED) {
+    if (rc.mode == RC_PRESSURE) {
+      shrt = rc_short(t);
+      shrt_known = true;
+    }
+    if (rc.mode == RC_ALWAYS || shrt) {
+      uint64_t target = high > hyst ? high - hyst : 0;
+      uint64_t more = used > target ? used - target : 0;
+      /* Whole chunks, as far as the rate allows. */
+      if (more > want) {
+        uint64_t extra = (more - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
+        want += extra < cap ? extra : cap;
+      }
+    }
+    if (used <= (high > hyst ? high - hyst : 0)) rc.draining[t] = false;
+  }
+  if (want == 0) return 0;
+  /* Protection: never below min; below low only when the nodes are short. */
+  uint64_t floor = min;
+  if (low > floor && used - want < low) {
+    if (!shrt_known) shrt = rc_short(t);
+    if (!shrt) floor = low;
+  }
+  if (used <= floor) return 0;
+  if (used - want < floor) want = (used - floor) & ~mask;
+  *over = true;
+  return want;
+}
+
+uint64_t tm_reclaim_pass(void)
+{
+  uint64_t cpu0 = rc_now(CLOCK_THREAD_CPUTIME_ID), now = rc_now(CLOCK_MONOTONIC);
+  uint64_t elapsed = rc.last_ns ? now - rc.last_ns : rc.period_min;
+  rc.last_ns = now;
+  tm_hotness_tick();
+  tm_budget_refresh_now();
+  rc_scan_t s;
+  rc_measure(&s);
+  bool over = false, paging = false;
+  int state = TIER_RECLAIM_IDLE;
+  for (unsigned i = 0; i < s.nstray; i++) {
+    tm_migrate_counts_t n = {0};
+    tm_chunk_t *c = s.stray[i];
+    unsigned t = tm_chunk_tier(c);
+    if (t > 0 && tm_migrate_chunk(c, t, &n) == 0) {
+      rc_add(&rc_demoted[t - 1], n.moved);
+      rc_add(&rc_failed[t - 1], n.failed);
+    }
+  }
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
+    uint64_t want = rc_demote_want(t, elapsed, &over);
+    if (want == 0) continue;
+    uint64_t done = rc_act(&s, t, want, false);
+    rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
+    if (done) state = TIER_RECLAIM_DEMOTING;
+    atomic_store_explicit(&rc_state, state, memory_order_relaxed);
+  }
+  unsigned last = rc.ntiers - 1;
+  uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH);
+  if (rc.pageout && high != TM_BUDGET_UNLIMITED && s.resident[last] > high && rc_swap_on()) {
+    uint64_t hyst = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
+    if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
+    uint64_t target = high > hyst ? high - hyst : 0;
+    atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
+    rc_act(&s, last, s.resident[last] - target, true);
+    paging = over = true;
+    state = TIER_RECLAIM_PAGING_OUT;
+  }
+  atomic_store_explicit(&rc_state, over || paging ? state : TIER_RECLAIM_IDLE,
+                        memory_order_relaxed);
+  rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
+  rc_add(&rc_passes, 1);
+  rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+  return rc.period;
+}
+
+void tm_reclaim_stopped(void)
+{
+  atomic_store_explicit(&rc_state, TIER_RECLAIM_STOPPED, memory_order_relaxed);
+  rc.last_ns = 0;
+}
+
+void tm_reclaim_stats(tier_stats_t *s)
+{
+  static const uint32_t modes[] = { TIER_RECLAIM_ALWAYS, TIER_RECLAIM_PRESSURE, TIER_RECLAIM_OFF };
+  s->reclaim_mode = modes[rc.mode];
+  s->reclaim_state = (uint32_t)atomic_load_explicit(&rc_state, memory_order_relaxed);
+  s->reclaim_passes = atomic_load_explicit(&rc_passes, memory_order_relaxed);
+  s->reclaim_cpu_ns = atomic_load_explicit(&rc_cpu_ns, memory_order_relaxed);
+  s->pageout_available = rc.swap == 1;
+  strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
+  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
+    s->tier[t].reclaim.demoted = atomic_load_explicit(&rc_demoted[t], memory_order_relaxed);
+    s->tier[t].reclaim.promoted = 0;
+    s->tier[t].reclaim.paged_out = atomic_load_explicit(&rc_paged[t], memory_order_relaxed);
+    s->tier[t].reclaim.failed = atomic_load_explicit(&rc_failed[t], memory_order_relaxed);
+  }
+}
+
+void tm_reclaim_postfork_child(void)
+{
+  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
+    atomic_store_explicit(&rc_demoted[t], 0, memory_order_relaxed);
+    atomic_store_explicit(&rc_paged[t], 0, memory_order_relaxed);
+    atomic_store_explicit(&rc_failed[t], 0, memory_order_relaxed);
+    rc.allowance[t] = 0;
+    rc.draining[t] = false;
+  }
+  atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
+  atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
+  tm_reclaim_stopped();
+}

@@ -1,0 +1,60 @@
+/*
+ * reclaim: holds each tier's watermarks (budget.h) by moving memory that is
+ * already there; placement (policy.c) only steers new memory. It decides;
+ * migrate.c moves and verifies; hotness.c says what is cold; background.c
+ * runs the passes on the library's reclaim thread.
+ *
+ * Each pass (every RECLAIM_PERIOD_MIN_MS while a tier is over a watermark,
+ * doubling up to RECLAIM_PERIOD_MAX_MS while none is):
+ *   - measures, per chunk, its tier, its commit age and its resident pages
+ *     (mincore), summed per tier;
+ *   - for each tier but the lowest, top first, compares `used` (charged
+ *     chunks, what placement counts) with the limits:
+ *       above max: demotes the coldest chunks to the next tier down until
+ *         used <= max, at once;
+ *       above high (mode always; mode pressure only while the tier's nodes
+ *         are short of free memory): demotes until used <= high - hysteresis,
+ *         at most RECLAIM_RATE bytes a second;
+ *       never below min; below low only while the nodes are short;
+ *     what a tier receives counts on it in the same pass, so an overfull
+ *     middle tier passes its coldest on down;
+ *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
+ *     resident bytes are above its high, when there is swap (said once when
+ *     there is none; nothing is then counted);
+ *   - keeps the VMAs it creates (each run of chunks bound away from its range's
+ *     tier) under half of vm.max_map_count: past that it only moves chunks
+ *     next to one already on the target tier.
+ * Chunks marked TM_CHUNK_KEEP (pinned arenas, start-up metadata) are never
+ * moved. Nothing here runs on the malloc fast path; nothing here allocates or
+ * calls into jemalloc.
+ */
+#ifndef TM_RECLAIM_H
+#define TM_RECLAIM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tiermalloc.h"
+#include "topology.h"
+
+/* Reads the options; start-up, after the budgets. */
+void tm_reclaim_init(const tm_topology_t *topo);
+
+/* Some limit can be crossed now (a finite high or max on a tier reclaim acts
+ * on) and TIERMALLOC_RECLAIM is not off: the thread is worth running. */
+bool tm_reclaim_needed(void);
+
+/* One pass; returns the nanoseconds to wait before the next. Only the
+ * reclaim thread calls it. */
+uint64_t tm_reclaim_pass(void);
+
+/* The thread stopped (tm_reclaim_pass is not being called). */
+void tm_reclaim_stopped(void);
+
+/* Fills the reclaim fields of *s. */
+void tm_reclaim_stats(tier_stats_t *s);
+
+/* Fork child: no reclaim thread; its counters start from zero. */
+void tm_reclaim_postfork_child(void);
+
+#endif
