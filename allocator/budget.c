@@ -98,14 +98,18 @@ static void budget_clamp(const tm_topology_t *topo, unsigned t, tm_budget_limit_
     b[TM_LIMIT_MAX].bytes = cap;
     b[TM_LIMIT_MAX].clamped = changed = true;
   }
+  /* min and low are each bounded by high; a min above low is kept, and low
+   * raised to it (memcg's rule: protection is the larger of the two). */
+  static const int above[TM_LIMIT_COUNT] = { TM_LIMIT_HIGH, TM_LIMIT_HIGH, TM_LIMIT_MAX, -1 };
   for (int l = TM_LIMIT_HIGH; l >= TM_LIMIT_MIN; l--) {
-    uint64_t above = b[l + 1].bytes;
-    uint64_t bound = cap > 0 && above == TM_BUDGET_UNLIMITED ? cap : above;
+    uint64_t up = b[above[l]].bytes;
+    uint64_t bound = cap > 0 && up == TM_BUDGET_UNLIMITED ? cap : up;
     if (b[l].bytes != budget_none((unsigned)l) && b[l].bytes > bound) {
       b[l].bytes = bound;
       b[l].clamped = changed = true;
     }
   }
+  if (b[TM_LIMIT_LOW].bytes < b[TM_LIMIT_MIN].bytes) b[TM_LIMIT_LOW].bytes = b[TM_LIMIT_MIN].bytes;
   if (changed)
     tm_warn("tier %u: budget out of order or above the tier's capacity; clamped so that "
             "min <= low <= high <= max <= capacity", t);

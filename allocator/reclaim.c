@@ -21,6 +21,7 @@ enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's
 
 static struct {
   const tm_topology_t *topo;
+  char root[TM_KFILE_PATH_MAX / 2];           /* where /sys and /proc are read ("" normally) */
   unsigned ntiers;
   int mode;
   uint64_t period_min, period_max, period;    /* ns */
@@ -48,6 +49,19 @@ typedef struct rc_scan_s {
   unsigned nstray;
 } rc_scan_t;
 
+static void rc_reset(void)
+{
+  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
+    atomic_store_explicit(&rc_demoted[t], 0, memory_order_relaxed);
+    atomic_store_explicit(&rc_paged[t], 0, memory_order_relaxed);
+    atomic_store_explicit(&rc_failed[t], 0, memory_order_relaxed);
+    rc.allowance[t] = 0;
+    rc.draining[t] = false;
+  }
+  atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
+  atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
+}
+
 static void rc_add(_Atomic uint64_t *v, uint64_t n)
 {
   atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
@@ -61,9 +75,12 @@ static uint64_t rc_now(clockid_t clock)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-void tm_reclaim_init(const tm_topology_t *topo)
+void tm_reclaim_init(const tm_topology_t *topo, const char *root)
 {
+  memset(&rc, 0, sizeof rc);
+  rc_reset();
   rc.topo = topo;
+  strncpy(rc.root, root, sizeof rc.root - 1);
   rc.ntiers = (unsigned)topo->ntiers;
   rc.mode = (int)tm_option(TM_OPTION_RECLAIM)->num;
   uint64_t lo = tm_option(TM_OPTION_RECLAIM_PERIOD_MIN_MS)->num;
@@ -78,9 +95,10 @@ void tm_reclaim_init(const tm_topology_t *topo)
   rc.rate = tm_option(TM_OPTION_RECLAIM_RATE)->num;
   rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
   rc.swap = -1;
-  char buf[64];
+  char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
-  if (tm_kfile_read("/proc/sys/vm/max_map_count", buf, sizeof buf) > 0) {
+  if (tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0 &&
+      tm_kfile_read(path, buf, sizeof buf) > 0) {
     uint64_t v = 0;
     for (const char *p = buf; *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
     if (v) maps = v;
@@ -151,7 +169,7 @@ static bool rc_short(unsigned t)
     if (!tm_nodemask_test(&tier->nodes, n)) continue;
     char path[TM_KFILE_PATH_MAX];
     uint64_t v = 0;
-    if (tm_kfile_path(path, "", "/sys/devices/system/node", "node", n, "meminfo") != 0 ||
+    if (tm_kfile_path(path, rc.root, "/sys/devices/system/node", "node", n, "meminfo") != 0 ||
         tm_kfile_read_meminfo(path, "MemFree", &v) != 0)
       return false;   /* cannot tell: no pressure claimed */
     free_bytes += v;
@@ -163,8 +181,10 @@ static bool rc_short(unsigned t)
 static bool rc_swap_on(void)
 {
   if (rc.swap < 0) {
-    char buf[512];
-    int n = tm_kfile_read("/proc/swaps", buf, sizeof buf);
+    char buf[512], path[TM_KFILE_PATH_MAX];
+    int n = tm_kfile_path(path, rc.root, "/proc/swaps", NULL, -1, NULL) == 0
+                ? tm_kfile_read(path, buf, sizeof buf)
+                : -ENAMETOOLONG;
     const char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
     rc.swap = n == -EFBIG || (nl && nl[1] != '\0');
     if (!rc.swap)
@@ -240,9 +260,9 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, bool *over)
   if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
   /* The rate accrues while the tier is within its limits too, up to one
    * idle period's worth (and at least a chunk, or a slow rate never moves). */
-  uint64_t burst = rc.rate / 1000 * (rc.period_max / RC_MS);
+  uint64_t burst = (uint64_t)((unsigned __int128)rc.rate * rc.period_max / 1000000000u);
   if (burst < TM_CHUNK_SIZE) burst = TM_CHUNK_SIZE;
-  rc.allowance[t] += rc.rate / 1000 * (elapsed_ns / RC_MS);
+  rc.allowance[t] += (uint64_t)((unsigned __int128)rc.rate * elapsed_ns / 1000000000u);
   if (rc.allowance[t] > burst) rc.allowance[t] = burst;
   if (high != TM_BUDGET_UNLIMITED && used > high) rc.draining[t] = true;
   bool shrt = false, shrt_known = false;
@@ -350,14 +370,6 @@ void tm_reclaim_stats(tier_stats_t *s)
 
 void tm_reclaim_postfork_child(void)
 {
-  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
-    atomic_store_explicit(&rc_demoted[t], 0, memory_order_relaxed);
-    atomic_store_explicit(&rc_paged[t], 0, memory_order_relaxed);
-    atomic_store_explicit(&rc_failed[t], 0, memory_order_relaxed);
-    rc.allowance[t] = 0;
-    rc.draining[t] = false;
-  }
-  atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
-  atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
+  rc_reset();
   tm_reclaim_stopped();
 }

@@ -37,8 +37,10 @@
 #include "tiermalloc.h"
 #include "topology.h"
 
-/* Reads the options; start-up, after the budgets. */
-void tm_reclaim_init(const tm_topology_t *topo);
+/* Reads the options, and resets the counters; start-up, after the budgets.
+ * root: where /sys and /proc are read ("" for the running system, or a
+ * fixture tree): node meminfo, /proc/swaps, vm.max_map_count. */
+void tm_reclaim_init(const tm_topology_t *topo, const char *root);
 
 /* Some limit can be crossed now (a finite high or max on a tier reclaim acts
  * on) and TIERMALLOC_RECLAIM is not off: the thread is worth running. */

@@ -107,7 +107,7 @@ static void start_run(void)
   tm_chunkmap_init();
   tm_budget_init(&start_topo, "");
   tm_policy_init(&start_topo);
-  tm_reclaim_init(&start_topo);
+  tm_reclaim_init(&start_topo, "");
   tm_fork_init();
   tmje_malloc_message = start_je_message;
   if (tm_ranges.n > 0 && tm_arenas_init((unsigned)start_topo.ntiers) != 0) {

@@ -167,10 +167,20 @@ Test(budget, out_of_order_limits_are_clamped_with_one_warning, .init = cr_redire
   bt_derive_fixture("dram-cxl-6.12", env);
   cr_expect_eq(bt_limit(0, TM_LIMIT_MAX)->bytes, 60 * MiB);
   cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, 60 * MiB);
-  cr_expect_eq(bt_limit(0, TM_LIMIT_LOW)->bytes, 50 * MiB);
-  cr_expect_eq(bt_limit(0, TM_LIMIT_MIN)->bytes, 50 * MiB);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_MIN)->bytes, 60 * MiB, "min: at most high");
+  cr_expect_eq(bt_limit(0, TM_LIMIT_LOW)->bytes, 60 * MiB, "low: raised to min");
   cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order or above the tier's capacity; "
                           "clamped so that min <= low <= high <= max <= capacity\n");
+}
+
+/* memcg protects the larger of min and low; a min alone is not lost. */
+Test(budget, a_min_above_low_raises_low_without_a_warning, .init = cr_redirect_stderr)
+{
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=40M", "TIERMALLOC_TOPTIER_HIGH=80M", NULL };
+  bt_derive_fixture("dram-cxl-6.12", env);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_MIN)->bytes, 40 * MiB);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_LOW)->bytes, 40 * MiB);
+  cr_assert_stderr_eq_str("");
 }
 
 Test(budget, a_limit_above_the_capacity_is_clamped_to_it, .init = cr_redirect_stderr)

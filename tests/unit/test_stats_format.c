@@ -25,6 +25,14 @@ static tier_stats_t fmt_sample(void)
   s.tier[1] = (tier_stats_tier_t){ .capacity = 1ull << 30, .mapped = 10, .committed = 10,
                                    .used = 0, .allocated = 9, .resident = 0, .nodes = { 6 },
                                    .budget = { .high = TIER_UNLIMITED, .max = TIER_UNLIMITED } };
+  s.tier[0].reclaim = (__typeof__(s.tier[0].reclaim)){ .demoted = 4ull << 20, .paged_out = 0,
+                                                       .failed = 8192 };
+  s.tier[1].reclaim.paged_out = 2ull << 20;
+  s.reclaim_passes = 12;
+  s.reclaim_cpu_ns = 2500000;
+  s.reclaim_mode = TIER_RECLAIM_PRESSURE;
+  s.reclaim_state = TIER_RECLAIM_DEMOTING;
+  strcpy(s.cold_signal, "commit age");
   strcpy(s.cgroup, "/app/\"w\"");
   return s;
 }
@@ -35,15 +43,18 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":2,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
-    "\"resident_sample_ns\":1500000,\"tiers\":["
+    "{\"version\":3,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
     "\"used\":31457280,\"allocated\":3145728,\"resident\":5242880,"
+    "\"reclaim\":{\"demoted\":4194304,\"promoted\":0,\"paged_out\":0,\"failed\":8192},"
     "\"budget\":{\"min\":0,\"low\":1024,\"high\":67108864,\"max\":104857600,\"source\":\"cgroup v2\"}},"
     "{\"tier\":1,\"nodes\":\"1-2\",\"capacity\":1073741824,\"mapped\":10,\"committed\":10,"
     "\"used\":0,\"allocated\":9,\"resident\":0,"
+    "\"reclaim\":{\"demoted\":0,\"promoted\":0,\"paged_out\":2097152,\"failed\":0},"
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\"}}],"
-    "\"cgroup\":\"/app/\\\"w\\\"\"}\n");
+    "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
+    "\"cold_signal\":\"commit age\",\"pageout_available\":false}\n");
 }
 
 Test(stats_format, text_is_a_table_with_units)
@@ -56,8 +67,12 @@ Test(stats_format, text_is_a_table_with_units)
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
   TIER_STATS_BUDGET_FIELDS(X)
+  TIER_STATS_RECLAIM_FIELDS(X)
 #undef X
   cr_expect(strstr(b.s, "unlimited") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "reclaim              pressure, demoting; cold: commit age; pageout "
+                        "unavailable") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "4.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "cgroup v2") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "100.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "512.0 MiB") != NULL, "%s", b.s);

@@ -1,0 +1,409 @@
+/* reclaim's decisions, one pass at a time, with the kernel's part behind a
+ * test double of the OS primitives: it keeps the node of each chunk's pages
+ * (so move_pages answers as the kernel would after an mbind MPOL_MF_MOVE),
+ * can leave some pages behind, and pages out by dropping the pages. The
+ * real mechanism is checked on a tiered kernel in tests/vm/test_reclaim.c:
+ * the same claims (max at once, high at a rate, min and low kept, pressure
+ * mode, pageout only with swap, data intact) against move_pages, numa_maps
+ * and memory.numa_stat. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "arena.h"
+#include "budget.h"
+#include "capture.h"
+#include "chunkmap.h"
+#include "hotness.h"
+#include "je.h"
+#include "options.h"
+#include "policy.h"
+#include "range.h"
+#include "reclaim.h"
+#include "tmptree.h"
+#include "topology.h"
+
+#define MiB ((uint64_t)1 << 20)
+#define RT_CHUNKS 4096   /* 2 ranges of 1 GiB */
+
+static struct {
+  int8_t node[RT_CHUNKS];    /* node of the chunk's pages; -1: its range's */
+  int8_t left[RT_CHUNKS];    /* node the stuck pages stayed on */
+  int stuck[RT_CHUNKS];      /* pages the last move left behind */
+  int fail_pages;            /* pages each move leaves behind */
+  int moves, pageouts;
+} rt;
+
+static unsigned rt_index(const void *p)
+{
+  return (unsigned)(tm_chunk_of(p) - tm_chunks);
+}
+
+static int rt_reserve(size_t size, void **out) { return tm_os_linux.reserve(size, out); }
+static int rt_commit(void *p, size_t size) { return tm_os_linux.commit(p, size); }
+static int rt_purge(void *p, size_t size, int lazy) { return tm_os_linux.purge(p, size, lazy); }
+static int rt_huge(void *p, size_t size) { return 0; }
+static int rt_resident(void *p, size_t size, unsigned char *vec) { return tm_os_linux.resident(p, size, vec); }
+
+/* Placement binds only empty chunks: their next pages go there. */
+static int rt_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
+{
+  for (uintptr_t a = (uintptr_t)p; a < (uintptr_t)p + size; a += TM_CHUNK_SIZE)
+    if (tm_chunk_of((void *)a)) rt.node[rt_index((void *)a)] = (int8_t)first_node;
+  return 0;
+}
+
+static int rt_move(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
+{
+  cr_assert_eq(size, TM_CHUNK_SIZE, "reclaim moves one chunk at a time");
+  unsigned i = rt_index(p);
+  int8_t from = rt.node[i] >= 0 ? rt.node[i] : (int8_t)tm_chunk_home(tm_chunk_of(p));
+  rt.left[i] = rt.stuck[i] ? rt.left[i] : from;
+  rt.stuck[i] = rt.fail_pages;
+  rt.node[i] = (int8_t)first_node;
+  rt.moves++;
+  return 0;
+}
+
+static int rt_where(void *const *pages, int n, int *node)
+{
+  unsigned char vec[1];
+  for (int k = 0; k < n; k++) {
+    unsigned i = rt_index(pages[k]);
+    if (mincore((void *)((uintptr_t)pages[k] & ~(uintptr_t)4095), 4096, vec) != 0 || !(vec[0] & 1)) {
+      node[k] = -ENOENT;
+      continue;
+    }
+    int page = (int)(((uintptr_t)pages[k] & (TM_CHUNK_SIZE - 1)) >> 12);
+    int8_t home = (int8_t)tm_chunk_home(tm_chunk_of(pages[k]));
+    node[k] = page < rt.stuck[i] ? rt.left[i] : rt.node[i] >= 0 ? rt.node[i] : home;
+  }
+  return 0;
+}
+
+/* As swap would: the pages are no longer resident. */
+static int rt_pageout(void *p, size_t size)
+{
+  rt.pageouts++;
+  return madvise(p, size, MADV_DONTNEED) == 0 ? 0 : errno;
+}
+
+static const tm_os_t rt_os = { .reserve = rt_reserve, .commit = rt_commit, .bind = rt_bind,
+                               .purge = rt_purge, .huge = rt_huge, .move = rt_move,
+                               .where = rt_where, .pageout = rt_pageout,
+                               .resident = rt_resident };
+
+static tm_topology_t rt_topo;
+
+/* Sets the options (NULL-terminated "TIERMALLOC_X=v"), derives the budgets
+ * again and re-reads reclaim's options, as a changed cgroup would. */
+static void rt_limits(char **env)
+{
+  tm_options_init_from(env, false);
+  tm_budget_init(&rt_topo, "/nonexistent");
+  tm_reclaim_init(&rt_topo, tmptree);
+}
+
+/* Two tiers (DRAM + CXL fixture, node0 and node1), budgets unlimited, a
+ * fixture tree for node meminfo, swaps and max_map_count. */
+static void rt_setup(void)
+{
+  memset(rt.node, -1, sizeof rt.node);
+  tmptree_make("dram-cxl-6.12");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition\t262140\t0\t100\n");
+  tmptree_put("proc/sys/vm/max_map_count", "65530\n");
+  char *none[] = { NULL };
+  tm_options_init_from(none, false);
+  cr_assert_eq(tm_topology_discover(&rt_topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
+  cr_assert_eq(tm_ranges_init(&rt_topo, (size_t)1 << 30, SIZE_MAX, &rt_os), 0);
+  cr_assert_eq(tm_chunkmap_init(), 0);
+  tm_budget_init(&rt_topo, "/nonexistent");
+  tm_policy_init(&rt_topo);
+  cr_assert_eq(tm_arenas_init(2), 0);
+  tm_arena_drain_unplaced();
+  tm_policy_baseline();
+  tm_reclaim_init(&rt_topo, tmptree);
+  tm_arena_thread_bind();
+}
+
+static void rt_teardown(void)
+{
+  tmptree_cleanup();
+}
+
+TestSuite(reclaim, .init = rt_setup, .fini = rt_teardown);
+
+/* n MiB in 1 MiB blocks, every page touched. */
+static void rt_fill(void **p, int n)
+{
+  for (int i = 0; i < n; i++) {
+    p[i] = tmje_mallocx(MiB, MALLOCX_TCACHE_NONE);
+    cr_assert_not_null(p[i]);
+    memset(p[i], i + 1, MiB);
+  }
+}
+
+static void rt_free(void **p, int n)
+{
+  for (int i = 0; i < n; i++) tmje_dallocx(p[i], MALLOCX_TCACHE_NONE);
+}
+
+static tier_stats_t rt_stats(void)
+{
+  tier_stats_t s;
+  memset(&s, 0, sizeof s);
+  tm_reclaim_stats(&s);
+  return s;
+}
+
+Test(reclaim, is_not_needed_without_a_budget)
+{
+  cr_expect(!tm_reclaim_needed());
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", NULL };
+  rt_limits(env);
+  cr_expect(tm_reclaim_needed());
+  char *off[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM=off", NULL };
+  rt_limits(off);
+  cr_expect(!tm_reclaim_needed(), "RECLAIM=off");
+}
+
+Test(reclaim, above_max_demotes_at_once_whatever_the_rate)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  cr_assert_geq(tm_policy_used(0), 64 * MiB);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_RECLAIM_RATE=1M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), 16 * MiB, "one pass: %llu MiB left",
+                (unsigned long long)(tm_policy_used(0) / MiB));
+  cr_expect_geq(tm_policy_used(0), 14 * MiB, "no further than max, at once");
+  tier_stats_t s = rt_stats();
+  cr_expect_geq(s.tier[0].reclaim.demoted, 46 * MiB);
+  cr_expect_eq(s.tier[0].reclaim.failed, 0);
+  cr_expect_eq(s.reclaim_passes, 1);
+  /* tier_of follows. */
+  unsigned below = 0;
+  for (int i = 0; i < 64; i++) below += tm_chunk_tier(tm_chunk_of(p[i])) == 1;
+  cr_expect_geq(below, 46);
+  rt_free(p, 64);
+}
+
+Test(reclaim, above_high_moves_at_the_rate_down_to_the_hysteresis)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  uint64_t used0 = tm_policy_used(0);
+  /* 40 MiB/s: 4 MiB in the first pass (one period_min of 100 ms). */
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM_RATE=40M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=4M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(used0 - tm_policy_used(0), 4 * MiB, "moved %llu MiB",
+               (unsigned long long)((used0 - tm_policy_used(0)) / MiB));
+  cr_expect_eq(rt_stats().reclaim_state, TIER_RECLAIM_DEMOTING);
+  /* With the rate unbounded it goes down to high - hysteresis, no further. */
+  char *fast[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM_RATE=1T",
+                   "TIERMALLOC_RECLAIM_HYSTERESIS=4M", NULL };
+  rt_limits(fast);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 12 * MiB, "used %llu MiB",
+               (unsigned long long)(tm_policy_used(0) / MiB));
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 12 * MiB, "nothing more once under");
+  cr_expect_eq(rt_stats().reclaim_state, TIER_RECLAIM_IDLE);
+  rt_free(p, 64);
+}
+
+Test(reclaim, min_is_never_demoted)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=12M", "TIERMALLOC_TOPTIER_HIGH=16M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=100%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 12 * MiB, "used %llu MiB",
+               (unsigned long long)(tm_policy_used(0) / MiB));
+  rt_free(p, 64);
+}
+
+/* Node 0 of the fixture has 476 MiB free of 502 MiB. */
+Test(reclaim, low_is_demoted_only_when_the_nodes_are_short)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  char *env[] = { "TIERMALLOC_TOPTIER_LOW=12M", "TIERMALLOC_TOPTIER_HIGH=16M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=100%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 12 * MiB, "kept at low while node 0 has free memory");
+  /* Over high again, now with node 0 short of free memory. */
+  char *none[] = { NULL };
+  rt_limits(none);
+  void *q[32];
+  rt_fill(q, 32);
+  char *shrt[] = { "TIERMALLOC_TOPTIER_LOW=12M", "TIERMALLOC_TOPTIER_HIGH=16M",
+                   "TIERMALLOC_RECLAIM_HYSTERESIS=100%", "TIERMALLOC_RECLAIM_RATE=1T",
+                   "TIERMALLOC_RECLAIM_PRESSURE_FREE=99%", NULL };
+  rt_limits(shrt);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 0, "below low under pressure: used %llu MiB",
+               (unsigned long long)(tm_policy_used(0) / MiB));
+  rt_free(q, 32);
+  rt_free(p, 64);
+}
+
+Test(reclaim, pressure_mode_waits_for_the_nodes_to_be_short_but_not_for_max)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  char *env[] = { "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_TOPTIER_HIGH=16M",
+                  "TIERMALLOC_TOPTIER_MAX=48M", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 48 * MiB, "above high, at max: node 0 is not short");
+  tmptree_put("sys/devices/system/node/node0/meminfo",
+                "Node 0 MemTotal:         514356 kB\nNode 0 MemFree:            9000 kB\n");
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), 16 * MiB - 2 * MiB, "short: down to high - hysteresis");
+  rt_free(p, 64);
+}
+
+Test(reclaim, coldest_chunks_go_first)
+{
+  void *old[8], *young[8];
+  tm_hotness_tick();
+  rt_fill(old, 8);
+  usleep(3 * TM_HOTNESS_TICK_MS * 1000);
+  tm_hotness_tick();
+  rt_fill(young, 8);
+  /* Room for all but two chunks: fewer than the old blocks fill alone (a
+   * chunk shared by the last old and the first young block is young). */
+  uint64_t used = tm_policy_used(0);
+  char max[64];
+  snprintf(max, sizeof max, "TIERMALLOC_TOPTIER_MAX=%llu", (unsigned long long)(used - 2 * TM_CHUNK_SIZE));
+  char *env[] = { max, NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_assert_lt(tm_policy_used(0), used);
+  for (int i = 0; i < 8; i++)
+    cr_expect_eq(tm_chunk_tier(tm_chunk_of(young[i])), 0, "young block %d stays on top", i);
+  unsigned moved = 0;
+  for (int i = 0; i < 8; i++) moved += tm_chunk_tier(tm_chunk_of(old[i])) == 1;
+  cr_expect_gt(moved, 0);
+  rt_free(old, 8);
+  rt_free(young, 8);
+}
+
+/* Chunks of the arenas' start-up metadata are read on every allocation;
+ * their commit age is the oldest of all, yet they stay. */
+Test(reclaim, start_up_metadata_is_kept)
+{
+  void *p[16];
+  rt_fill(p, 16);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 0);
+  unsigned kept = 0;
+  for (uintptr_t a = tm_range_lo(0); a < tm_range_end(0); a += TM_CHUNK_SIZE) {
+    tm_chunk_t *c = tm_chunk_of((void *)a);
+    if (!(atomic_load(&c->flags) & TM_CHUNK_KEEP)) continue;
+    kept++;
+    cr_expect_eq(tm_chunk_tier(c), 0, "a metadata chunk was moved");
+  }
+  cr_expect_gt(kept, 0, "start-up marked its metadata's chunks");
+  rt_free(p, 16);
+}
+
+Test(reclaim, pages_left_behind_count_as_failed_and_are_moved_again)
+{
+  void *p[16];
+  rt_fill(p, 16);
+  rt.fail_pages = 100;
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=4M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  tier_stats_t s = rt_stats();
+  uint64_t moves = (uint64_t)rt.moves;
+  cr_assert_gt(moves, 0);
+  cr_expect_gt(s.tier[0].reclaim.failed, 0);
+  cr_expect_leq(s.tier[0].reclaim.failed, moves * 100 * 4096, "%llu",
+                (unsigned long long)s.tier[0].reclaim.failed);
+  cr_expect_eq(s.tier[0].reclaim.failed % 4096, 0);
+  cr_expect_leq(s.tier[0].reclaim.demoted, moves * (TM_CHUNK_SIZE - 100 * 4096),
+                "pages left behind are never counted as demoted");
+  rt.fail_pages = 0;
+  tm_reclaim_pass();
+  cr_expect_gt((uint64_t)rt.moves, moves, "stray chunks moved again");
+  tier_stats_t s2 = rt_stats();
+  cr_expect_gt(s2.tier[0].reclaim.demoted, s.tier[0].reclaim.demoted);
+  rt_free(p, 16);
+}
+
+Test(reclaim, the_lowest_tier_above_its_high_is_paged_out)
+{
+  void *p[32];
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill(p, 32);   /* all of it on tier 1 */
+  cr_assert_geq(tm_policy_used(1), 32 * MiB);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  tier_stats_t s = rt_stats();
+  cr_expect_geq(s.tier[1].reclaim.paged_out, 24 * MiB - 2 * MiB, "%llu",
+                (unsigned long long)s.tier[1].reclaim.paged_out);
+  cr_expect_leq(s.tier[1].reclaim.paged_out, 32 * MiB);
+  cr_expect_eq(s.pageout_available, 1);
+  cr_expect_eq(s.tier[0].reclaim.paged_out, 0, "only the lowest tier is paged out");
+  rt_free(p, 32);
+}
+
+Test(reclaim, without_swap_nothing_is_paged_out_and_it_is_said_once)
+{
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  void *p[16];
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill(p, 16);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=4M", NULL };
+  rt_limits(env);
+  capture_begin();
+  tm_reclaim_pass();
+  tm_reclaim_pass();
+  const char *out = capture_end();
+  cr_expect_eq(capture_count_lines(out), 1, "%s", out);
+  cr_expect(strstr(out, "no swap") != NULL, "%s", out);
+  cr_expect_eq(rt.pageouts, 0);
+  tier_stats_t s = rt_stats();
+  cr_expect_eq(s.tier[1].reclaim.paged_out, 0);
+  cr_expect_eq(s.pageout_available, 0);
+  rt_free(p, 16);
+}
+
+/* Each chunk moved away from its neighbours' tier costs up to two VMAs. */
+Test(reclaim, vmas_stay_under_half_of_max_map_count)
+{
+  tmptree_put("proc/sys/vm/max_map_count", "8\n");
+  void *p[32];
+  rt_fill(p, 32);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(env);
+  for (int i = 0; i < 4; i++) tm_reclaim_pass();
+  unsigned runs = 0, prev = 0;
+  for (uintptr_t a = tm_range_lo(0); a < tm_range_end(0); a += TM_CHUNK_SIZE) {
+    unsigned t = tm_chunk_tier(tm_chunk_of((void *)a));
+    runs += t != prev;
+    prev = t;
+  }
+  cr_expect_leq(runs, 4 + 2, "%u boundaries between tiers in range 0", runs);
+  cr_expect_gt(rt_stats().tier[0].reclaim.demoted, 0, "it still demotes next to what moved");
+  rt_free(p, 32);
+}
