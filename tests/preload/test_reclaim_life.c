@@ -1,0 +1,67 @@
+/* The reclaim thread keeps the lessons of jemalloc's background threads:
+ * it never keeps a process alive, it comes back in a fork child, a signal
+ * still ends the process, and exit() with threads allocating still exits.
+ * Here (one node) the thread runs for a one-tier budget, paging out with
+ * no swap: it measures every pass and moves nothing. The same lifecycle
+ * while it moves pages is in tests/vm/test_reclaim.c. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "spawn.h"
+
+#define LIFE_LIB "build/libtiermalloc.so"
+
+static spawn_result_t life_run(const char *mode, const char *arg)
+{
+  char lib[PATH_MAX], prog[PATH_MAX], pre[PATH_MAX + 16];
+  cr_assert_not_null(realpath(LIFE_LIB, lib), "make builds %s", LIFE_LIB);
+  cr_assert_not_null(realpath("build/tests/progs/reclaim_life", prog));
+  snprintf(pre, sizeof pre, "LD_PRELOAD=%s", lib);
+  char *argv[] = { prog, (char *)mode, (char *)arg, NULL };
+  char *env[] = { pre, "TIERMALLOC_TOPTIER_HIGH=8M", "TIERMALLOC_RECLAIM_PERIOD_MIN_MS=10",
+                  "TIERMALLOC_RECLAIM_PERIOD_MAX_MS=20", NULL };
+  return spawn_run(argv, env, NULL, 30);
+}
+
+static void life_expect_ended(const spawn_result_t *r)
+{
+  char st[128];
+  cr_assert_eq(r->err, 0);
+  cr_assert(!r->timed_out, "still running after 30 s: %s", r->out);
+  cr_expect(WIFEXITED(r->status) && WEXITSTATUS(r->status) == 0, "%s; %s",
+            spawn_status_str(r, st, sizeof st), r->errout);
+  cr_assert(strstr(r->out, "reclaim=1\n") != NULL, "the reclaim thread never ran: %s", r->out);
+}
+
+Test(reclaim_life, process_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
+{
+  spawn_result_t r = life_run("pthread-exit", NULL);
+  life_expect_ended(&r);
+  spawn_free(&r);
+}
+
+Test(reclaim_life, fork_children_get_their_own_reclaim_thread, .timeout = 90)
+{
+  spawn_result_t r = life_run("fork", "20");
+  life_expect_ended(&r);
+  cr_expect(strstr(r.out, "forks=20 ok=20 intact=1\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+}
+
+Test(reclaim_life, sigterm_ends_a_process_with_reclaim_running, .timeout = 60)
+{
+  spawn_result_t r = life_run("sigterm", NULL);
+  life_expect_ended(&r);
+  cr_expect(strstr(r.out, "child_reclaim=1 term=ok\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+}
+
+Test(reclaim_life, exit_while_threads_allocate, .timeout = 60)
+{
+  spawn_result_t r = life_run("exit", NULL);
+  life_expect_ended(&r);
+  cr_expect(strstr(r.out, "exiting\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+}
