@@ -477,6 +477,7 @@ int tm_cgroup_read(const char *root, tm_cgroup_limits_t *out)
     }
     out->version = v1 ? TM_CGROUP_V1 : TM_CGROUP_V2;
     memcpy(out->path, hh->path, sizeof out->path);
+    if (cgroup_dir(out->dir, root, hh, hh->plen) < 0) out->dir[0] = '\0';
     break;
   }
   return err;

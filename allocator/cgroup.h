@@ -33,6 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kfile.h"
+
 #define TM_CGROUP_UNLIMITED UINT64_MAX
 #define TM_CGROUP_PATH_MAX 256
 
@@ -48,6 +50,7 @@ enum { TM_LIMIT_MIN, TM_LIMIT_LOW, TM_LIMIT_HIGH, TM_LIMIT_MAX, TM_LIMIT_COUNT }
 typedef struct tm_cgroup_limits_s {
   tm_cgroup_version_t version;
   char path[TM_CGROUP_PATH_MAX];   /* the process's cgroup ("/app/worker"); "" when none */
+  char dir[TM_KFILE_PATH_MAX];     /* its directory, root included; "" when none */
   /* memory.{min,low,high,max} (v1: 0, 0, soft limit, limit) with ancestors
    * applied; TM_CGROUP_UNLIMITED when nothing limits. */
   uint64_t limit[TM_LIMIT_COUNT];

@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "budget.h"
 #include "chunkmap.h"
@@ -14,6 +15,7 @@
 #include "options.h"
 #include "policy.h"
 #include "range.h"
+#include "text.h"
 
 enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
 #define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
@@ -32,6 +34,7 @@ static struct {
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
   uint64_t vma_limit;                          /* policy boundaries reclaim may create */
   int swap;                                    /* -1 not checked, 0 none, 1 on */
+  tm_budgets_t budgets;                        /* this pass's, with the cgroup's paths */
   bool move_failed_said;
 } rc;
 
@@ -177,7 +180,10 @@ static bool rc_short(unsigned t)
   return free_bytes < tm_option_size(TM_OPTION_RECLAIM_PRESSURE_FREE, tier->capacity);
 }
 
-/* Swap is on (/proc/swaps lists a device or file). Said once when not. */
+static bool rc_cgroup_value(const char *file, uint64_t *v);
+
+/* Swap is on (/proc/swaps lists a device or file, and the cgroup's
+ * memory.swap.max is not 0). Said once when not. */
 static bool rc_swap_on(void)
 {
   if (rc.swap < 0) {
@@ -187,11 +193,120 @@ static bool rc_swap_on(void)
                 : -ENAMETOOLONG;
     const char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
     rc.swap = n == -EFBIG || (nl && nl[1] != '\0');
+    uint64_t cg_swap = UINT64_MAX;
     if (!rc.swap)
       tm_warn("no swap is on, so the lowest tier cannot be paged out (MADV_PAGEOUT would do "
               "nothing); none is counted");
+    else if (rc_cgroup_value("memory.swap.max", &cg_swap) && cg_swap == 0)
+      rc.swap = 0, tm_warn("the cgroup's memory.swap.max is 0, so nothing can be paged out "
+                           "(MADV_PAGEOUT would do nothing); none is counted");
   }
   return rc.swap == 1;
+}
+
+/* ---- the cgroup, shared with other processes -------------------------------- */
+
+/* The budget of tier t came from the cgroup, which other processes share. */
+static bool rc_shared(unsigned t)
+{
+  const tm_budgets_t *b = &rc.budgets;
+  if (b->cgroup.version != TM_CGROUP_V2 || !b->cgroup.dir[0]) return false;
+  for (unsigned l = TM_LIMIT_HIGH; l <= TM_LIMIT_MAX; l++) {
+    tier_budget_source_t src = b->tier[t][l].source;
+    if (src == TIER_BUDGET_CGROUP_V2 || src == TIER_BUDGET_KERNEL || src == TIER_BUDGET_RATIO)
+      return true;
+  }
+  return false;
+}
+
+/* Anonymous bytes of the whole cgroup on each tier, from the "anon N0=.. N1=.."
+ * line of its memory.numa_stat. false when it cannot be read. */
+static bool rc_cgroup_anon(uint64_t *anon)
+{
+  char path[TM_KFILE_PATH_MAX];
+  int n = 0;
+  path[0] = '\0';
+  if (tm_text_append(path, sizeof path, &n, rc.budgets.cgroup.dir) ||
+      tm_text_append(path, sizeof path, &n, "/memory.numa_stat"))
+    return false;
+  tm_kfile_lines_t r;
+  if (tm_kfile_lines_open(&r, path) != 0) return false;
+  char line[1024];
+  int cut, len;
+  bool found = false;
+  memset(anon, 0, sizeof(uint64_t) * TIER_MAX_TIERS);
+  while (!found && (len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
+    if (strncmp(line, "anon ", 5) != 0) continue;
+    found = true;
+    for (char *p = line + 5; *p;) {
+      while (*p == ' ') p++;
+      char *e = p;
+      while (*e && *e != ' ') e++;
+      char *eq = memchr(p, '=', (size_t)(e - p));
+      uint64_t node, bytes;
+      if (p[0] == 'N' && eq && tm_text_parse_u64(p + 1, eq, &node) == 0 &&
+          tm_text_parse_u64(eq + 1, e, &bytes) == 0 && node < TIER_MAX_NODES &&
+          rc.topo->node_tier[node] >= 0)
+        anon[rc.topo->node_tier[node]] += bytes;
+      p = e;
+    }
+  }
+  close(r.fd);
+  return found;
+}
+
+/* Bytes this process should demote from tier t for its cgroup: when other
+ * processes of the cgroup hold memory on the tier too and together they are
+ * above its high (or max), each demotes its share of the excess, in
+ * proportion to what it holds there, so together they get back under it
+ * without any of them giving up more than its share. */
+static uint64_t rc_shared_excess(unsigned t, const uint64_t *anon, const rc_scan_t *s)
+{
+  uint64_t mine = s->resident[t], all = anon[t];
+  uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
+  uint64_t limit = high < max ? high : max;
+  if (limit == TM_BUDGET_UNLIMITED || mine == 0 || all <= limit) return 0;
+  uint64_t others = all > mine ? all - mine : 0;
+  if (others < TM_CHUNK_SIZE * 4) return 0;   /* alone: its own watermarks apply */
+  return (uint64_t)((unsigned __int128)(all - limit) * mine / all);
+}
+
+/* A cgroup v2 value file of the process's cgroup: digits, or "max". */
+static bool rc_cgroup_value(const char *file, uint64_t *v)
+{
+  char path[TM_KFILE_PATH_MAX], buf[32];
+  int n = 0;
+  path[0] = '\0';
+  if (!rc.budgets.cgroup.dir[0] || tm_text_append(path, sizeof path, &n, rc.budgets.cgroup.dir) ||
+      tm_text_append(path, sizeof path, &n, "/") || tm_text_append(path, sizeof path, &n, file))
+    return false;
+  int len = tm_kfile_read(path, buf, sizeof buf);
+  if (len < 2 || buf[len - 1] != '\n') return false;
+  if (len == 4 && memcmp(buf, "max", 3) == 0) {
+    *v = UINT64_MAX;
+    return true;
+  }
+  return tm_text_parse_u64(buf, buf + len - 1, v) == 0;
+}
+
+/* Bytes this process should page out because its cgroup as a whole is near
+ * its memory.high or memory.max (within the hysteresis): the excess, in
+ * proportion to this process's share of the cgroup's memory. 0 otherwise. */
+static uint64_t rc_cgroup_pageout(const rc_scan_t *s)
+{
+  const tm_cgroup_limits_t *cg = &rc.budgets.cgroup;
+  if (cg->version != TM_CGROUP_V2) return 0;
+  uint64_t limit = cg->limit[TM_LIMIT_HIGH] < cg->limit[TM_LIMIT_MAX] ? cg->limit[TM_LIMIT_HIGH]
+                                                                        : cg->limit[TM_LIMIT_MAX];
+  uint64_t cur;
+  if (limit == TM_CGROUP_UNLIMITED || !rc_cgroup_value("memory.current", &cur)) return 0;
+  uint64_t margin = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, limit);
+  if (margin < TM_CHUNK_SIZE) margin = TM_CHUNK_SIZE;
+  if (cur + margin <= limit || cur == 0) return 0;
+  uint64_t mine = 0;
+  for (unsigned t = 0; t < rc.ntiers; t++) mine += s->resident[t];
+  if (mine > cur) mine = cur;
+  return (uint64_t)((unsigned __int128)(cur + margin - limit) * mine / cur);
 }
 
 /* ---- acting --------------------------------------------------------------- */
@@ -251,9 +366,10 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
 }
 
 /* Bytes to demote from tier t now. */
-static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, bool *over)
+static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, bool *over)
 {
-  uint64_t used = tm_policy_used(t);
+  /* extra: the cgroup's excess this process answers for, as if it held it. */
+  uint64_t held = tm_policy_used(t), used = held + extra;
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
   uint64_t hyst = high == TM_BUDGET_UNLIMITED ? 0 : tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
@@ -279,8 +395,8 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, bool *over)
       uint64_t more = used > target ? used - target : 0;
       /* Whole chunks, as far as the rate allows. */
       if (more > want) {
-        uint64_t extra = (more - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
-        want += extra < cap ? extra : cap;
+        uint64_t step = (more - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
+        want += step < cap ? step : cap;
       }
     }
     if (used <= (high > hyst ? high - hyst : 0)) rc.draining[t] = false;
@@ -288,12 +404,13 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, bool *over)
   if (want == 0) return 0;
   /* Protection: never below min; below low only when the nodes are short. */
   uint64_t floor = min;
-  if (low > floor && used - want < low) {
+  if (low > floor && held - (want < held ? want : held) < low) {
     if (!shrt_known) shrt = rc_short(t);
     if (!shrt) floor = low;
   }
-  if (used <= floor) return 0;
-  if (used - want < floor) want = (used - floor) & ~mask;
+  if (held <= floor) return 0;
+  if (want > held - floor) want = (held - floor) & ~mask;
+  if (want == 0) return 0;
   *over = true;
   return want;
 }
@@ -305,8 +422,13 @@ uint64_t tm_reclaim_pass(void)
   rc.last_ns = now;
   tm_hotness_tick();
   tm_budget_refresh_now();
+  tm_budget_snapshot(&rc.budgets);
   rc_scan_t s;
   rc_measure(&s);
+  uint64_t anon[TIER_MAX_TIERS];
+  bool shared = false;
+  for (unsigned t = 0; t + 1 < rc.ntiers && !shared; t++) shared = rc_shared(t);
+  if (shared && !rc_cgroup_anon(anon)) shared = false;
   bool over = false, paging = false;
   int state = TIER_RECLAIM_IDLE;
   for (unsigned i = 0; i < s.nstray; i++) {
@@ -319,21 +441,28 @@ uint64_t tm_reclaim_pass(void)
     }
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
-    uint64_t want = rc_demote_want(t, elapsed, &over);
+    uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
+    uint64_t want = rc_demote_want(t, elapsed, extra, &over);
     if (want == 0) continue;
     uint64_t done = rc_act(&s, t, want, false);
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
+  /* Pageout: the lowest tier above its high; or the whole cgroup near its
+   * limit, from the lowest tier up. */
   unsigned last = rc.ntiers - 1;
-  uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH);
-  if (rc.pageout && high != TM_BUDGET_UNLIMITED && s.resident[last] > high && rc_swap_on()) {
+  uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH), out = 0;
+  if (high != TM_BUDGET_UNLIMITED && s.resident[last] > high) {
     uint64_t hyst = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
     if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
-    uint64_t target = high > hyst ? high - hyst : 0;
+    out = s.resident[last] - (high > hyst ? high - hyst : 0);
+  }
+  uint64_t whole = rc.pageout ? rc_cgroup_pageout(&s) : 0;
+  if (rc.pageout && (out || whole) && rc_swap_on()) {
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
-    rc_act(&s, last, s.resident[last] - target, true);
+    uint64_t done = out ? rc_act(&s, last, out, true) : 0;
+    for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) done += rc_act(&s, t, whole - done, true);
     paging = over = true;
     state = TIER_RECLAIM_PAGING_OUT;
   }

@@ -18,6 +18,12 @@
  *       never below min; below low only while the nodes are short;
  *     what a tier receives counts on it in the same pass, so an overfull
  *     middle tier passes its coldest on down;
+ *   - shares a cgroup's budget with the other processes in it: when the
+ *     budget came from the cgroup (v2) and the cgroup's anonymous memory on
+ *     the tier's nodes (memory.numa_stat) is above the limit while other
+ *     processes hold part of it, this one demotes its share of the excess,
+ *     in proportion to its own resident bytes there (as if it held that
+ *     much more: the same limits, rate and protection apply);
  *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
  *     resident bytes are above its high, when there is swap (said once when
  *     there is none; nothing is then counted);
@@ -34,6 +40,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "budget.h"
 #include "tiermalloc.h"
 #include "topology.h"
 

@@ -407,3 +407,71 @@ Test(reclaim, vmas_stay_under_half_of_max_map_count)
   cr_expect_gt(rt_stats().tier[0].reclaim.demoted, 0, "it still demotes next to what moved");
   rt_free(p, 32);
 }
+
+/* The budgets from the fixture's cgroup (app/worker) under the test's tree. */
+static void rt_limits_cgroup(char **env)
+{
+  tm_options_init_from(env, false);
+  tm_budget_init(&rt_topo, tmptree);
+  tm_reclaim_init(&rt_topo, tmptree);
+}
+
+static void rt_numa_stat(uint64_t n0, uint64_t n1)
+{
+  char text[128];
+  snprintf(text, sizeof text, "anon N0=%llu N1=%llu\nfile N0=0 N1=0\n", (unsigned long long)n0,
+           (unsigned long long)n1);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.numa_stat", text);
+}
+
+/* Tier 0's high: 50% of memory.high 64M = 32M, shared by the cgroup. */
+Test(reclaim, a_process_alone_in_its_cgroup_keeps_what_its_own_budget_allows)
+{
+  void *p[24];
+  rt_fill(p, 24);
+  uint64_t used = tm_policy_used(0);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.high", "67108864\n");
+  rt_numa_stat(used + 2 * MiB, 0);
+  char *env[] = { "TIERMALLOC_TOPTIER_RATIO=50%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits_cgroup(env);
+  cr_assert_eq(tm_budget_get(0, TM_LIMIT_HIGH), 32 * MiB);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), used, "below its high, alone: nothing to demote");
+  rt_free(p, 24);
+}
+
+Test(reclaim, processes_sharing_a_cgroup_each_demote_their_share_of_the_excess)
+{
+  void *p[24];
+  rt_fill(p, 24);
+  uint64_t used = tm_policy_used(0);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.high", "67108864\n");
+  /* Others hold 40 MiB more on node 0: the cgroup is 32 MiB or so over. */
+  rt_numa_stat(used + 40 * MiB, 0);
+  char *env[] = { "TIERMALLOC_TOPTIER_RATIO=50%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits_cgroup(env);
+  tm_reclaim_pass();
+  uint64_t moved = used - tm_policy_used(0);
+  cr_expect_geq(moved, 8 * MiB, "its share of the excess: moved %llu MiB",
+                (unsigned long long)(moved / MiB));
+  cr_expect_leq(moved, 16 * MiB, "no more than its share: moved %llu MiB",
+                (unsigned long long)(moved / MiB));
+  rt_free(p, 24);
+}
+
+Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
+{
+  void *p[24];
+  rt_fill(p, 24);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.high", "41943040\n");   /* 40M */
+  tmptree_put("sys/fs/cgroup/app/worker/memory.current", "50331648\n");   /* 48M */
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=100%", "TIERMALLOC_TIER1_HIGH=100%", NULL };
+  rt_limits_cgroup(env);
+  tm_reclaim_pass();
+  tier_stats_t s = rt_stats();
+  cr_expect_geq(s.tier[0].reclaim.paged_out, 4 * MiB, "%llu",
+                (unsigned long long)s.tier[0].reclaim.paged_out);
+  cr_expect_leq(s.tier[0].reclaim.paged_out, 14 * MiB, "its share of 10 MiB over (+ margin)");
+  cr_expect_eq(s.tier[0].reclaim.demoted, 0);
+  rt_free(p, 24);
+}
