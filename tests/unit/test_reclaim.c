@@ -465,7 +465,7 @@ Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
   rt_fill(p, 24);
   tmptree_put("sys/fs/cgroup/app/worker/memory.high", "41943040\n");   /* 40M */
   tmptree_put("sys/fs/cgroup/app/worker/memory.current", "50331648\n");   /* 48M */
-  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=100%", "TIERMALLOC_TIER1_HIGH=100%", NULL };
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=64M", "TIERMALLOC_TIER1_HIGH=128M", NULL };
   rt_limits_cgroup(env);
   tm_reclaim_pass();
   tier_stats_t s = rt_stats();
