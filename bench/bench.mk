@@ -11,7 +11,7 @@
 BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
 BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
 
-.PHONY: bench bench-progs bench-instructions bench-alloctime
+.PHONY: bench bench-progs bench-instructions bench-alloctime bench-reclaim
 bench-progs: $(BENCH_PROGS)
 
 $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
@@ -30,3 +30,22 @@ bench-instructions:
 # samples, interleaved rounds, a few minutes). Needs perf (linux-perf).
 bench-alloctime:
 	bench/alloctime --lib $(B)/libtiermalloc.so $(BENCH_ALLOCTIME_ARGS)
+
+# Reclaim benchmarks of issue 10 in the tiered VM (bench/reclaim-vm, one boot
+# of tests/vm/run --topology 2tier, about 4 minutes): malloc/free latency
+# percentiles with reclaim idle and demoting (and under glibc and Debian's
+# jemalloc), time back under high after a 64 MiB burst, demotion against
+# move_pages(2), reclaim CPU per GiB. Writes bench/results/reclaim.md. Like
+# `make bench`, it does not rebuild the library: run `make` first.
+# reclaim-tm links libtiermalloc.so; reclaim-plain links no allocator (glibc,
+# or Debian's jemalloc preloaded).
+$(B)/bench/reclaim-tm: bench/reclaim.c include/tiermalloc.h bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -Iinclude -o $@ $< -L$(B) -ltiermalloc -Wl,-rpath,$(abspath $(B)) -lnuma -ldl
+
+$(B)/bench/reclaim-plain: bench/reclaim.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -DRECLAIM_PLAIN -o $@ $< -lnuma -ldl
+
+bench-reclaim: $(B)/bench/reclaim-tm $(B)/bench/reclaim-plain
+	bench/reclaim-vm --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_RECLAIM_ARGS)
