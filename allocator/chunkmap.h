@@ -39,6 +39,7 @@ typedef struct tm_chunk_s {
 /* Bits of tm_chunk_t.flags. */
 #define TM_CHUNK_STRAY 0x1u   /* some pages are not on the chunk's current tier (migrate.c) */
 #define TM_CHUNK_KEEP  0x2u   /* never reclaimed: a pinned arena's, or start-up metadata */
+#define TM_CHUNK_PAGED 0x4u   /* reclaim paged it out; pages back since mean it was used */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

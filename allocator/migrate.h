@@ -38,8 +38,10 @@ void tm_migrate_init(const tm_topology_t *topo);
 int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out);
 
 /* Pages out the resident pages of chunk c (MADV_PAGEOUT). moved: bytes no
- * longer resident afterwards; failed: bytes still resident. Returns 0 or a
- * positive errno. */
+ * longer resident afterwards (mincore). Pages still resident are not
+ * counted at all: mincore cannot tell a page the kernel refused from one
+ * written to swap and still in the swap cache. Returns 0 or a positive
+ * errno. */
 int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out);
 
 /* Resident bytes of chunk c (mincore); 0 when it cannot tell. */

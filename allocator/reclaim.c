@@ -31,6 +31,7 @@ static struct {
   bool pageout;
   uint64_t last_ns;
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
+  uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
   uint64_t vma_limit;                          /* policy boundaries reclaim may create */
   int swap;                                    /* -1 not checked, 0 none, 1 on */
@@ -61,6 +62,7 @@ static void rc_reset(void)
     rc.allowance[t] = 0;
     rc.draining[t] = false;
   }
+  rc.pageout_allowance = 0;
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
 }
@@ -153,7 +155,16 @@ static void rc_measure(rc_scan_t *s)
       s->boundaries += t != prev;
       prev = t;
       if (tm_chunk_bytes(c) == 0) continue;
-      s->resident[t] += tm_migrate_resident(c);
+      uint64_t res = tm_migrate_resident(c);
+      s->resident[t] += res;
+      /* Pages back in a chunk reclaim paged out: the program used it since.
+       * The one access the allocator sees; it makes the chunk young, so a
+       * working set is not paged out again and again. */
+      uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
+      if ((f & TM_CHUNK_PAGED) && res > 0) {
+        atomic_store_explicit(&c->flags, (uint8_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
+        tm_hotness_touch(c);
+      }
       if (!rc_movable(c)) continue;
       s->hist[t][rc_bucket(tm_hotness_age(c))]++;
       if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
@@ -337,8 +348,8 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
         tm_migrate_counts_t n = {0};
         if (pageout) {
           if (tm_migrate_pageout(c, &n) != 0) continue;
+          atomic_fetch_or_explicit(&c->flags, TM_CHUNK_PAGED, memory_order_relaxed);
           rc_add(&rc_paged[t], n.moved);
-          rc_add(&rc_failed[t], n.failed);
           done += n.moved;
           continue;
         }
@@ -460,9 +471,17 @@ uint64_t tm_reclaim_pass(void)
   }
   uint64_t whole = rc.pageout ? rc_cgroup_pageout(&s) : 0;
   if (rc.pageout && (out || whole) && rc_swap_on()) {
+    /* At RECLAIM_RATE, as demotion above high: swapping is the costliest
+     * thing reclaim does (zram compresses every page). */
+    uint64_t burst = (uint64_t)((unsigned __int128)rc.rate * rc.period_max / 1000000000u);
+    rc.pageout_allowance += (uint64_t)((unsigned __int128)rc.rate * elapsed / 1000000000u);
+    if (rc.pageout_allowance > burst) rc.pageout_allowance = burst;
+    if (out > rc.pageout_allowance) out = rc.pageout_allowance;
+    if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
     uint64_t done = out ? rc_act(&s, last, out, true) : 0;
     for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) done += rc_act(&s, t, whole - done, true);
+    rc.pageout_allowance = rc.pageout_allowance > done ? rc.pageout_allowance - done : 0;
     paging = over = true;
     state = TIER_RECLAIM_PAGING_OUT;
   }

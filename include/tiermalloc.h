@@ -82,8 +82,8 @@ void tier_free(void *p);
 #define TIER_STATS_RECLAIM_FIELDS(X)                                           \
   X(demoted,   bytes, "moved from this tier to the next one down (pages found there afterwards)") \
   X(promoted,  bytes, "moved to this tier from the one below (0 until access tracking exists)") \
-  X(paged_out, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap")       \
-  X(failed,    bytes, "pages asked to move or page out that did not (busy, pinned, no room): retried later")
+  X(paged_out, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap (no longer resident afterwards)") \
+  X(failed,    bytes, "pages asked to move down that did not (busy, pinned, no room): retried later")
 
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
   X(unplaced_allocated, bytes, "live bytes outside every tier range (jemalloc's start-up memory, or memory mapped once the ranges were full)") \

@@ -1,13 +1,20 @@
 #!/bin/sh
 # make demo: runs a real program (CPython on its system malloc, sorting and
 # indexing 400k generated records, about 160 MiB of heap in small objects)
-# under tiermalloc in a cgroup with memory.max=300M, and prints how
-# tiermalloc derived the top-tier budget from it (300 MiB x the top tier's
-# share of the memory: 512 MiB of 1536 in the VM, so about 100 MiB), the
-# kernel's own count of the process's memory per node while its records are
-# live (numa_maps), and tiermalloc's per-tier table at exit. On a host with one NUMA node the program runs
-# inside the tiered VM (tests/vm/run, 2tier), so the table shows two real
-# tiers; on a host with several nodes it runs here, with a 16 MiB
+# under tiermalloc in a cgroup, and shows the watermarks held:
+#   1. memory.high=600M: tiermalloc derives a top-tier high of 600 MiB x the
+#      top tier's share of the memory (512 MiB of 1536 in the VM, so about
+#      200 MiB), and the whole heap fits on the top tier;
+#   2. the program lowers its own cgroup's memory.high to 300M (a top-tier
+#      high of about 100 MiB): tiermalloc's reclaim thread demotes the
+#      coldest chunks to the CXL node within a second or two, and, with
+#      TIERMALLOC_TIER1_HIGH=32M, pages the coldest of those out to zram;
+#   3. the program checks its records (same digest) and exits.
+# It prints the derived budgets and why, the kernel's count of the process's
+# memory per node before and after (numa_maps), and tiermalloc's table at
+# exit with the bytes demoted and paged out. On a host with one NUMA node the
+# program runs inside the tiered VM (tests/vm/run, 2tier, 256 MiB of zram);
+# on a host with several nodes it runs here, with a 16 MiB
 # TIERMALLOC_TOPTIER_MAX instead of a cgroup (which needs root and cgroup v2).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,33 +23,56 @@ work=${TMPDIR:-/tmp}/tiermalloc-demo
 mkdir -p "$work"
 py=$(command -v /usr/bin/python3 || command -v python3)
 cat > "$work/demo.py" <<'PY'
-import random, hashlib
+import hashlib, os, random, time
 random.seed(42)
 rows = [(random.randrange(10**8), "row-%d" % i, [i] * 4) for i in range(400000)]
 index = {name: key for key, name, _ in rows}
 rows.sort()
-digest = hashlib.sha256("".join(r[1] for r in rows[:1000]).encode()).hexdigest()[:16]
-print("sorted %d records, indexed %d names, digest %s" % (len(rows), len(index), digest))
-# Where the kernel put this process's memory now, from its own numa_maps.
-per_node = {}
-for line in open("/proc/self/numa_maps"):
-    f = line.split()
-    kb = 4
-    for x in f:
-        if x.startswith("kernelpagesize_kB="):
-            kb = int(x.split("=")[1])
-    for x in f:
-        if x[0] == "N" and "=" in x:
-            n, v = x[1:].split("=")
-            per_node[int(n)] = per_node.get(int(n), 0) + int(v) * kb * 1024
-print("the kernel (numa_maps) with the records live: " +
-      ", ".join("node%d %.1f MiB" % (n, per_node[n] / 2**20) for n in sorted(per_node)))
+
+def digest():
+    h = hashlib.sha256()
+    for key, name, l in rows:
+        h.update(b"%d %s %d;" % (key, name.encode(), sum(l)))
+    return h.hexdigest()[:16]
+
+def per_node():
+    nodes = {}
+    for line in open("/proc/self/numa_maps"):
+        f = line.split()
+        kb = 4
+        for x in f:
+            if x.startswith("kernelpagesize_kB="):
+                kb = int(x.split("=")[1])
+        for x in f:
+            if x[0] == "N" and "=" in x:
+                n, v = x[1:].split("=")
+                nodes[int(n)] = nodes.get(int(n), 0) + int(v) * kb * 1024
+    return ", ".join("node%d %.1f MiB" % (n, nodes[n] / 2**20) for n in sorted(nodes))
+
+def swapped():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmSwap:"):
+            return line.split(None, 1)[1].strip()
+    return "?"
+
+before = digest()
+print("sorted %d records, indexed %d names, digest %s" % (len(rows), len(index), before))
+print("the kernel (numa_maps) with the records live: " + per_node())
+cg = os.environ.get("DEMO_CGROUP")
+if cg:
+    open(cg + "/memory.high", "w").write("300M\n")
+    print("lowered %s/memory.high to 300M; waiting 3 s" % cg)
+    time.sleep(3)
+    print("the kernel (numa_maps) 3 s later: %s; swapped out (VmSwap): %s" % (per_node(), swapped()))
+after = digest()
+print("records checked after reclaim: digest %s, %s" % (after, "intact" if after == before else "CHANGED"))
 PY
 run='PYTHONMALLOC=malloc LD_PRELOAD='"$lib"' TIERMALLOC_STATS=text '"$py"' '"$work"'/demo.py'
 # In the guest: a cgroup of its own with memory.max=300M, the program in it.
-in_cgroup='cg=/sys/fs/cgroup/tiermalloc-demo; mkdir -p $cg && echo 300M > $cg/memory.max &&
-echo "demo: cgroup $cg, memory.max=300M" &&
-(echo 0 > $cg/cgroup.procs && TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 | grep -v "jemalloc:\|ranges"'
+in_cgroup='cg=/sys/fs/cgroup/tiermalloc-demo; mkdir -p $cg && echo 600M > $cg/memory.high &&
+echo "demo: cgroup $cg, memory.high=600M; lower tier high TIERMALLOC_TIER1_HIGH=32M (then pageout to zram)" &&
+(echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg TIERMALLOC_TIER1_HIGH=32M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
+grep -v "jemalloc:\|ranges"'
 nodes=$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)
 if [ "$nodes" != 0 ]; then
   echo "demo: this host has NUMA nodes $nodes; running here, top tier limited to 16 MiB (TIERMALLOC_TOPTIER_MAX=16M)"
