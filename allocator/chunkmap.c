@@ -133,6 +133,8 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 
 void tm_chunk_emptied(tm_chunk_t *c)
 {
+  /* What reclaim knew of its pages is void: it has none. */
+  atomic_fetch_and_explicit(&c->flags, (uint8_t)TM_CHUNK_KEEP, memory_order_relaxed);
   atomic_store_explicit(&c->committed, 0, memory_order_release);
   pthread_rwlock_unlock(&chunk_fork_lock);
 }

@@ -49,3 +49,13 @@ $(B)/bench/reclaim-plain: bench/reclaim.c bench/bench.mk
 
 bench-reclaim: $(B)/bench/reclaim-tm $(B)/bench/reclaim-plain
 	bench/reclaim-vm --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_RECLAIM_ARGS)
+
+# Fairness and the kernel's failure case in the tiered VM (bench/fairness:
+# one tests/vm/run --topology 2tier boot per case, about 8 minutes): two
+# identical workloads in two cgroups under first touch, the kernel's tiering
+# and tiermalloc; a 192 MiB program under memory.high=128M and under
+# memory.max=200M without swap. Writes bench/results/fairness.md and
+# fairness-log.txt. Does not rebuild the library: run `make` first.
+.PHONY: bench-fairness
+bench-fairness: $(B)/bench/fairness
+	bench/fairness --bin $(B)/bench/fairness --lib $(B)/libtiermalloc.so $(BENCH_FAIRNESS_ARGS)
