@@ -98,9 +98,11 @@ static void budget_clamp(const tm_topology_t *topo, unsigned t, tm_budget_limit_
     b[TM_LIMIT_MAX].bytes = cap;
     b[TM_LIMIT_MAX].clamped = changed = true;
   }
-  /* min and low are each bounded by high; a min above low is kept, and low
-   * raised to it (memcg's rule: protection is the larger of the two). */
-  static const int above[TM_LIMIT_COUNT] = { TM_LIMIT_HIGH, TM_LIMIT_HIGH, TM_LIMIT_MAX, -1 };
+  /* high is bounded by max; min and low by max only, as in memcg, where
+   * memory.min above memory.high is allowed and protects what it says (reclaim
+   * then stops at min); a min above low is kept, and low raised to it (memcg
+   * protects the larger of the two). */
+  static const int above[TM_LIMIT_COUNT] = { TM_LIMIT_MAX, TM_LIMIT_MAX, TM_LIMIT_MAX, -1 };
   for (int l = TM_LIMIT_HIGH; l >= TM_LIMIT_MIN; l--) {
     uint64_t up = b[above[l]].bytes;
     uint64_t bound = cap > 0 && up == TM_BUDGET_UNLIMITED ? cap : up;

@@ -12,8 +12,10 @@
  *      TIERMALLOC_TOPTIER_RATIO=r%, r% for tier 0 and the rest split among the
  *      lower tiers by capacity;
  *   4. none: min and low 0, high and max unlimited.
- * Then clamped, with one warning per tier, so that min <= low <= high <= max
- * and no finite limit exceeds the tier's capacity.
+ * Then clamped, with one warning per tier, so that high <= max, min and low
+ * <= max, and no finite limit exceeds the tier's capacity; low is raised to
+ * min when below it. min and low may exceed high, as in memcg: protection
+ * wins over the high watermark.
  *
  * What the limits do: new memory never goes to a tier at or above its high
  * or its max (placement, policy.c); min and low are protection for reclaim;

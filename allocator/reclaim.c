@@ -29,7 +29,8 @@ static struct {
   uint64_t period_min, period_max, period;    /* ns */
   uint64_t rate;                               /* bytes per second above high */
   bool pageout;
-  uint64_t last_ns;
+  uint64_t last_full_ns;                       /* when the last full pass began */
+  unsigned strays;                             /* stray chunks the last one found */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
@@ -49,7 +50,7 @@ typedef struct rc_scan_s {
   uint64_t resident[TIER_MAX_TIERS];            /* bytes, mincore */
   uint32_t hist[TIER_MAX_TIERS][RC_BUCKETS];    /* movable chunks by age bucket */
   uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
-  tm_chunk_t *stray[8];
+  tm_chunk_t *stray[64];
   unsigned nstray;
 } rc_scan_t;
 
@@ -366,6 +367,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
         }
         rc_add(&rc_demoted[t], n.moved);
         rc_add(&rc_failed[t], n.failed);
+        rc.strays += n.failed != 0;
         s->hist[t][b]--;
         s->hist[t + 1][0]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
@@ -426,14 +428,49 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   return want;
 }
 
+/* Resident bytes of tier t that pageout may take: min and low protect the
+ * tier from pageout as from demotion (low only while its nodes have free
+ * memory). */
+static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
+{
+  uint64_t floor = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
+  if (low > floor && !rc_short(t)) floor = low;
+  return s->resident[t] > floor ? s->resident[t] - floor : 0;
+}
+
+/* A full pass is due: its period has passed, or the counters alone show a
+ * tier over a watermark (used is at least what is resident, so no pageout
+ * can be needed below it), a drain or a retry under way, or the cgroup near
+ * its limit. Costs a few atomic reads and one cgroup file. */
+static bool rc_due(uint64_t now)
+{
+  if (now - rc.last_full_ns >= rc.period || rc.strays) return true;
+  for (unsigned t = 0; t < rc.ntiers; t++) {
+    uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
+    uint64_t limit = t + 1 < rc.ntiers && max < high ? max : high;
+    if (rc.draining[t] || (limit != TM_BUDGET_UNLIMITED && tm_policy_used(t) > limit)) return true;
+  }
+  if (!rc.pageout) return false;
+  const tm_cgroup_limits_t *cg = &rc.budgets.cgroup;
+  uint64_t limit = cg->limit[TM_LIMIT_HIGH] < cg->limit[TM_LIMIT_MAX] ? cg->limit[TM_LIMIT_HIGH]
+                                                                        : cg->limit[TM_LIMIT_MAX];
+  uint64_t cur, margin = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, limit);
+  return cg->version == TM_CGROUP_V2 && limit != TM_CGROUP_UNLIMITED &&
+         rc_cgroup_value("memory.current", &cur) && cur + margin + TM_CHUNK_SIZE > limit;
+}
+
 uint64_t tm_reclaim_pass(void)
 {
   uint64_t cpu0 = rc_now(CLOCK_THREAD_CPUTIME_ID), now = rc_now(CLOCK_MONOTONIC);
-  uint64_t elapsed = rc.last_ns ? now - rc.last_ns : rc.period_min;
-  rc.last_ns = now;
   tm_hotness_tick();
   tm_budget_refresh_now();
   tm_budget_snapshot(&rc.budgets);
+  if (rc.last_full_ns && !rc_due(now)) {
+    rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
+    return rc.period_min;
+  }
+  uint64_t elapsed = rc.last_full_ns ? now - rc.last_full_ns : rc.period_min;
+  rc.last_full_ns = now;
   rc_scan_t s;
   rc_measure(&s);
   uint64_t anon[TIER_MAX_TIERS];
@@ -442,6 +479,7 @@ uint64_t tm_reclaim_pass(void)
   if (shared && !rc_cgroup_anon(anon)) shared = false;
   bool over = false, paging = false;
   int state = TIER_RECLAIM_IDLE;
+  rc.strays = 0;
   for (unsigned i = 0; i < s.nstray; i++) {
     tm_migrate_counts_t n = {0};
     tm_chunk_t *c = s.stray[i];
@@ -449,6 +487,7 @@ uint64_t tm_reclaim_pass(void)
     if (t > 0 && tm_migrate_chunk(c, t, &n) == 0) {
       rc_add(&rc_demoted[t - 1], n.moved);
       rc_add(&rc_failed[t - 1], n.failed);
+      rc.strays += n.failed != 0;
     }
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
@@ -479,8 +518,12 @@ uint64_t tm_reclaim_pass(void)
     if (out > rc.pageout_allowance) out = rc.pageout_allowance;
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
+    if (out > rc_pageable(&s, last)) out = rc_pageable(&s, last);
     uint64_t done = out ? rc_act(&s, last, out, true) : 0;
-    for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) done += rc_act(&s, t, whole - done, true);
+    for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) {
+      uint64_t room = rc_pageable(&s, t);
+      if (room) done += rc_act(&s, t, whole - done < room ? whole - done : room, true);
+    }
     rc.pageout_allowance = rc.pageout_allowance > done ? rc.pageout_allowance - done : 0;
     paging = over = true;
     state = TIER_RECLAIM_PAGING_OUT;
@@ -490,13 +533,13 @@ uint64_t tm_reclaim_pass(void)
   rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);
   rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
-  return rc.period;
+  return rc.period_min;
 }
 
 void tm_reclaim_stopped(void)
 {
   atomic_store_explicit(&rc_state, TIER_RECLAIM_STOPPED, memory_order_relaxed);
-  rc.last_ns = 0;
+  rc.last_full_ns = 0;
 }
 
 void tm_reclaim_stats(tier_stats_t *s)

@@ -4,8 +4,12 @@
  * migrate.c moves and verifies; hotness.c says what is cold; background.c
  * runs the passes on the library's reclaim thread.
  *
- * Each pass (every RECLAIM_PERIOD_MIN_MS while a tier is over a watermark,
- * doubling up to RECLAIM_PERIOD_MAX_MS while none is):
+ * It wakes every RECLAIM_PERIOD_MIN_MS, re-reads the budgets and checks the
+ * counters (a tier's used against its high and max, the cgroup's
+ * memory.current against its limit): a crossed limit is seen within that.
+ * A full pass runs when one is, or when the period has passed (the min
+ * while a tier is over a watermark, doubling up to RECLAIM_PERIOD_MAX_MS
+ * while none is). A full pass:
  *   - measures, per chunk, its tier, its commit age and its resident pages
  *     (mincore), summed per tier;
  *   - for each tier but the lowest, top first, compares `used` (charged
@@ -25,8 +29,11 @@
  *     in proportion to its own resident bytes there (as if it held that
  *     much more: the same limits, rate and protection apply);
  *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
- *     resident bytes are above its high, when there is swap (said once when
- *     there is none; nothing is then counted);
+ *     resident bytes are above its high, and, when the cgroup as a whole is
+ *     within the hysteresis of its memory.high or memory.max, this process's
+ *     share of the excess from the lowest tier up; never below a tier's min
+ *     (nor its low unless its nodes are short); only when there is swap (said
+ *     once when there is none; nothing is then counted);
  *   - keeps the VMAs it creates (each run of chunks bound away from its range's
  *     tier) under half of vm.max_map_count: past that it only moves chunks
  *     next to one already on the target tier.

@@ -183,6 +183,16 @@ Test(budget, a_min_above_low_raises_low_without_a_warning, .init = cr_redirect_s
   cr_assert_stderr_eq_str("");
 }
 
+/* As memory.min above memory.high in memcg: protection wins over high. */
+Test(budget, a_min_above_high_is_kept, .init = cr_redirect_stderr)
+{
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=48M", "TIERMALLOC_TOPTIER_HIGH=24M", NULL };
+  bt_derive_fixture("dram-cxl-6.12", env);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_MIN)->bytes, 48 * MiB);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, 24 * MiB);
+  cr_assert_stderr_eq_str("");
+}
+
 Test(budget, a_limit_above_the_capacity_is_clamped_to_it, .init = cr_redirect_stderr)
 {
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=100G", NULL };

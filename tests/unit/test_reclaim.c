@@ -232,6 +232,19 @@ Test(reclaim, min_is_never_demoted)
   rt_free(p, 64);
 }
 
+Test(reclaim, a_min_above_high_stops_demotion_at_min)
+{
+  void *p[64];
+  rt_fill(p, 64);
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=24M", "TIERMALLOC_TOPTIER_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), 24 * MiB, "used %llu MiB",
+               (unsigned long long)(tm_policy_used(0) / MiB));
+  rt_free(p, 64);
+}
+
 /* Node 0 of the fixture has 476 MiB free of 502 MiB. */
 Test(reclaim, low_is_demoted_only_when_the_nodes_are_short)
 {
