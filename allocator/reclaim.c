@@ -48,6 +48,7 @@ static _Atomic int rc_state;
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
   uint64_t resident[TIER_MAX_TIERS];            /* bytes, mincore */
+  uint64_t movable[TIER_MAX_TIERS];             /* of which in chunks reclaim may move */
   uint32_t hist[TIER_MAX_TIERS][RC_BUCKETS];    /* movable chunks by age bucket */
   uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
   tm_chunk_t *stray[64];
@@ -167,6 +168,7 @@ static void rc_measure(rc_scan_t *s)
         tm_hotness_touch(c);
       }
       if (!rc_movable(c)) continue;
+      s->movable[t] += res;
       s->hist[t][rc_bucket(tm_hotness_age(c))]++;
       if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
           s->nstray < sizeof s->stray / sizeof s->stray[0])
@@ -334,8 +336,10 @@ static bool rc_next_to(tm_chunk_t *c, unsigned to)
 
 /* Demotes the coldest movable chunks of tier t to t+1, or pages out the
  * coldest of t (pageout), until `want` bytes are done (chunks for demotion,
- * pages for pageout). Returns the bytes done. */
-static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
+ * pages for pageout), taking no more than `room` bytes of resident pages off
+ * the tier (protection: a chunk with more is passed over). Returns the
+ * bytes done. */
+static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, bool pageout)
 {
   uint64_t done = 0;
   bool tight = s->boundaries >= rc.vma_limit;
@@ -347,6 +351,11 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
         if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_bucket(tm_hotness_age(c)) != b)
           continue;
         tm_migrate_counts_t n = {0};
+        if (room != UINT64_MAX) {
+          uint64_t res = tm_migrate_resident(c);
+          if (res > room) continue;
+          room -= res;
+        }
         if (pageout) {
           if (tm_migrate_pageout(c, &n) != 0) continue;
           atomic_fetch_or_explicit(&c->flags, TM_CHUNK_PAGED, memory_order_relaxed);
@@ -379,8 +388,13 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, bool pageout)
 }
 
 /* Bytes to demote from tier t now. */
-static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, bool *over)
+static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t resident,
+                               uint64_t *room, bool *over)
 {
+  *room = UINT64_MAX;
+  /* resident: the tier's pages in chunks reclaim may move (start-up
+   * metadata is out of the budgets), the figure protection is measured in:
+   * a tier's used counts whole chunks, more than their pages. */
   /* extra: the cgroup's excess this process answers for, as if it held it. */
   uint64_t held = tm_policy_used(t), used = held + extra;
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
@@ -417,25 +431,28 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   if (want == 0) return 0;
   /* Protection: never below min; below low only when the nodes are short. */
   uint64_t floor = min;
-  if (low > floor && held - (want < held ? want : held) < low) {
+  if (low > floor && resident - (want < resident ? want : resident) < low) {
     if (!shrt_known) shrt = rc_short(t);
     if (!shrt) floor = low;
   }
-  if (held <= floor) return 0;
-  if (want > held - floor) want = (held - floor) & ~mask;
+  if (floor > 0) {
+    if (resident <= floor) return 0;
+    *room = resident - floor;   /* pages that may leave; rc_act keeps to it */
+  }
   if (want == 0) return 0;
   *over = true;
   return want;
 }
 
-/* Resident bytes of tier t that pageout may take: min and low protect the
- * tier from pageout as from demotion (low only while its nodes have free
- * memory). */
+/* Resident bytes of tier t that pageout may take (UINT64_MAX: all): min and
+ * low protect the tier from pageout as from demotion (low only while its
+ * nodes have free memory). */
 static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
 {
   uint64_t floor = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   if (low > floor && !rc_short(t)) floor = low;
-  return s->resident[t] > floor ? s->resident[t] - floor : 0;
+  if (floor == 0) return UINT64_MAX;
+  return s->movable[t] > floor ? s->movable[t] - floor : 0;
 }
 
 /* A full pass is due: its period has passed, or the counters alone show a
@@ -492,9 +509,10 @@ uint64_t tm_reclaim_pass(void)
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
-    uint64_t want = rc_demote_want(t, elapsed, extra, &over);
+    uint64_t room;
+    uint64_t want = rc_demote_want(t, elapsed, extra, s.movable[t], &room, &over);
     if (want == 0) continue;
-    uint64_t done = rc_act(&s, t, want, false);
+    uint64_t done = rc_act(&s, t, want, room, false);
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
@@ -518,11 +536,10 @@ uint64_t tm_reclaim_pass(void)
     if (out > rc.pageout_allowance) out = rc.pageout_allowance;
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
-    if (out > rc_pageable(&s, last)) out = rc_pageable(&s, last);
-    uint64_t done = out ? rc_act(&s, last, out, true) : 0;
+    uint64_t done = out ? rc_act(&s, last, out, rc_pageable(&s, last), true) : 0;
     for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) {
       uint64_t room = rc_pageable(&s, t);
-      if (room) done += rc_act(&s, t, whole - done < room ? whole - done : room, true);
+      if (room) done += rc_act(&s, t, whole - done, room, true);
     }
     rc.pageout_allowance = rc.pageout_allowance > done ? rc.pageout_allowance - done : 0;
     paging = over = true;
