@@ -35,7 +35,10 @@ static struct {
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
   uint64_t vma_limit;                          /* policy boundaries reclaim may create */
-  int swap;                                    /* -1 not checked, 0 none, 1 on */
+  int swap;                                    /* 0 none, 1 on (rc_swap_on) */
+  uint64_t refreshed_ns;                       /* when the budgets were last derived */
+  uint64_t cg_seen[2];                         /* the cgroup's memory.high, .max then */
+  bool swap_said;
   tm_budgets_t budgets;                        /* this pass's, with the cgroup's paths */
   bool move_failed_said;
 } rc;
@@ -54,6 +57,9 @@ typedef struct rc_scan_s {
   tm_chunk_t *stray[64];
   unsigned nstray;
 } rc_scan_t;
+
+static bool rc_cgroup_value(const char *file, uint64_t *v);
+static int rc_swap_detect(void);
 
 static void rc_reset(void)
 {
@@ -101,7 +107,6 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   rc.period = rc.period_min;
   rc.rate = tm_option(TM_OPTION_RECLAIM_RATE)->num;
   rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
-  rc.swap = -1;
   char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
   if (tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0 &&
@@ -112,6 +117,8 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   }
   rc.vma_limit = maps / 2;
   tm_migrate_init(topo);
+  tm_budget_snapshot(&rc.budgets);
+  rc.swap = rc_swap_detect() == 1;
 }
 
 static bool rc_limited(unsigned t)
@@ -194,26 +201,32 @@ static bool rc_short(unsigned t)
   return free_bytes < tm_option_size(TM_OPTION_RECLAIM_PRESSURE_FREE, tier->capacity);
 }
 
-static bool rc_cgroup_value(const char *file, uint64_t *v);
+/* 1: swap is on (/proc/swaps lists a device or file, and the cgroup's
+ * memory.swap.max is not 0); 0: no swap; 2: the cgroup may not swap. */
+static int rc_swap_detect(void)
+{
+  char buf[512], path[TM_KFILE_PATH_MAX];
+  int n = tm_kfile_path(path, rc.root, "/proc/swaps", NULL, -1, NULL) == 0
+              ? tm_kfile_read(path, buf, sizeof buf)
+              : -ENAMETOOLONG;
+  const char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
+  if (!(n == -EFBIG || (nl && nl[1] != '\0'))) return 0;
+  uint64_t cg_swap = UINT64_MAX;
+  return rc_cgroup_value("memory.swap.max", &cg_swap) && cg_swap == 0 ? 2 : 1;
+}
 
-/* Swap is on (/proc/swaps lists a device or file, and the cgroup's
- * memory.swap.max is not 0). Said once when not. */
+/* Swap can take pages now (checked again each time pageout is wanted: swap
+ * may be turned on or off while the program runs). Said once when not. */
 static bool rc_swap_on(void)
 {
-  if (rc.swap < 0) {
-    char buf[512], path[TM_KFILE_PATH_MAX];
-    int n = tm_kfile_path(path, rc.root, "/proc/swaps", NULL, -1, NULL) == 0
-                ? tm_kfile_read(path, buf, sizeof buf)
-                : -ENAMETOOLONG;
-    const char *nl = n > 0 ? memchr(buf, '\n', (size_t)n) : NULL;
-    rc.swap = n == -EFBIG || (nl && nl[1] != '\0');
-    uint64_t cg_swap = UINT64_MAX;
-    if (!rc.swap)
-      tm_warn("no swap is on, so the lowest tier cannot be paged out (MADV_PAGEOUT would do "
-              "nothing); none is counted");
-    else if (rc_cgroup_value("memory.swap.max", &cg_swap) && cg_swap == 0)
-      rc.swap = 0, tm_warn("the cgroup's memory.swap.max is 0, so nothing can be paged out "
-                           "(MADV_PAGEOUT would do nothing); none is counted");
+  int st = rc_swap_detect();
+  rc.swap = st == 1;
+  if (st != 1 && !rc.swap_said) {
+    rc.swap_said = true;
+    tm_warn(st == 0 ? "no swap is on, so nothing can be paged out (MADV_PAGEOUT would do "
+                      "nothing); none is counted"
+                    : "the cgroup's memory.swap.max is 0, so nothing can be paged out "
+                      "(MADV_PAGEOUT would do nothing); none is counted");
   }
   return rc.swap == 1;
 }
@@ -455,6 +468,23 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
   return s->movable[t] > floor ? s->movable[t] - floor : 0;
 }
 
+/* The budgets should be derived again: RECLAIM_PERIOD_MAX_MS has passed, or
+ * the cgroup's own memory.high or memory.max changed (two small reads, each
+ * wake; deriving reads every limit file of every ancestor). */
+static bool rc_budgets_stale(uint64_t now)
+{
+  bool stale = now - rc.refreshed_ns >= rc.period_max;
+  if (rc.budgets.cgroup.version == TM_CGROUP_V2) {
+    uint64_t v[2] = { 0, 0 };
+    rc_cgroup_value("memory.high", &v[0]);
+    rc_cgroup_value("memory.max", &v[1]);
+    stale |= v[0] != rc.cg_seen[0] || v[1] != rc.cg_seen[1];
+    rc.cg_seen[0] = v[0];
+    rc.cg_seen[1] = v[1];
+  }
+  return stale;
+}
+
 /* A full pass is due: its period has passed, or the counters alone show a
  * tier over a watermark (used is at least what is resident, so no pageout
  * can be needed below it), a drain or a retry under way, or the cgroup near
@@ -480,8 +510,11 @@ uint64_t tm_reclaim_pass(void)
 {
   uint64_t cpu0 = rc_now(CLOCK_THREAD_CPUTIME_ID), now = rc_now(CLOCK_MONOTONIC);
   tm_hotness_tick();
-  tm_budget_refresh_now();
-  tm_budget_snapshot(&rc.budgets);
+  if (rc_budgets_stale(now)) {
+    tm_budget_refresh_now();
+    tm_budget_snapshot(&rc.budgets);
+    rc.refreshed_ns = now;
+  }
   if (rc.last_full_ns && !rc_due(now)) {
     rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
     return rc.period_min;
@@ -525,6 +558,15 @@ uint64_t tm_reclaim_pass(void)
     uint64_t hyst = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
     if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
     out = s.resident[last] - (high > hyst ? high - hyst : 0);
+    /* Room left in the budgets of the tiers above: the process's budget as
+     * a whole is not spent, and nothing goes to swap while memory it may
+     * use is free (the kernel's failure this avoids: swapping with a tier
+     * nearly empty). */
+    for (unsigned t = 0; t < last && out > 0; t++) {
+      uint64_t lim = tm_budget_placement_limit(t), used = tm_policy_used(t);
+      uint64_t room = lim == TM_BUDGET_UNLIMITED ? out : lim > used ? lim - used : 0;
+      out = out > room ? out - room : 0;
+    }
   }
   uint64_t whole = rc.pageout ? rc_cgroup_pageout(&s) : 0;
   if (rc.pageout && (out || whole) && rc_swap_on()) {

@@ -29,7 +29,9 @@
  *     in proportion to its own resident bytes there (as if it held that
  *     much more: the same limits, rate and protection apply);
  *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
- *     resident bytes are above its high, and, when the cgroup as a whole is
+ *     resident bytes are above its high by more than the room left in the
+ *     budgets of the tiers above (swap only once the whole budget is spent),
+ *     and, when the cgroup as a whole is
  *     within the hysteresis of its memory.high or memory.max, this process's
  *     share of the excess from the lowest tier up; never below a tier's min
  *     (nor its low unless its nodes are short); only when there is swap (said

@@ -402,6 +402,31 @@ Test(reclaim, the_lowest_tier_above_its_high_is_paged_out)
   rt_free(p, 32);
 }
 
+/* Swapping while a tier above has room in its budget is the kernel's failure
+ * tiermalloc avoids: the lowest tier over its high by less than that room is
+ * left alone. */
+Test(reclaim, nothing_is_paged_out_while_a_tier_above_has_room)
+{
+  void *p[32];
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill(p, 32);   /* all of it on tier 1 */
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=64M", "TIERMALLOC_TIER1_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().tier[1].reclaim.paged_out, 0, "tier 0 has 64 MiB of room");
+  cr_expect_eq(rt.pageouts, 0);
+  char *less[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_TIER1_HIGH=8M",
+                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+  rt_limits(less);
+  tm_reclaim_pass();
+  uint64_t po = rt_stats().tier[1].reclaim.paged_out;
+  cr_expect_geq(po, 6 * MiB, "26 MiB over, 16 MiB of room above: %llu KiB", (unsigned long long)(po >> 10));
+  cr_expect_leq(po, 12 * MiB, "26 MiB over, 16 MiB of room above: %llu KiB", (unsigned long long)(po >> 10));
+  rt_free(p, 32);
+}
+
 Test(reclaim, without_swap_nothing_is_paged_out_and_it_is_said_once)
 {
   tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
