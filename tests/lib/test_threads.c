@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "threadnames.h"
 #include "tiermalloc.h"
 
 /* A block carries its size and a stamp so the freeing thread can check it. */
@@ -458,22 +459,7 @@ static void *threads_parked_body(void *arg)
  * threads; -1 when /proc cannot be read. */
 static int threads_background_count(void)
 {
-  DIR *d = opendir("/proc/self/task");
-  if (d == NULL) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) continue;
-    ssize_t r = read(fd, comm, sizeof comm - 1);
-    close(fd);
-    if (r > 0 && strncmp(comm, "jemalloc_bg_thd", 15) == 0) n++;
-  }
-  closedir(d);
-  return n;
+  return threadnames_count("jemalloc_bg_thd");
 }
 
 static void *threads_exit_body(void *arg)

@@ -20,24 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "threadnames.h"
+
 static int reclaim_threads(void)
 {
-  DIR *d = opendir("/proc/self/task");
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[300], comm[32] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) continue;
-    ssize_t r = read(fd, comm, sizeof comm - 1);
-    close(fd);
-    if (r > 0 && strncmp(comm, "tiermalloc_rcl", 14) == 0) n++;
-  }
-  closedir(d);
-  return n;
+  return threadnames_count("tiermalloc_rcl");
 }
 
 /* Allocates and touches (the reclaim thread starts on the way out of an
