@@ -388,6 +388,7 @@ __attribute__((constructor)) static void rc_child_main(void)
  * ====================================================================== */
 
 static vm_proc_t child = { .in = -1, .out = -1 }, hog = { .in = -1, .out = -1 };
+static vm_proc_t child2 = { .in = -1, .out = -1 };   /* a second rc child in the same cgroup */
 static char cg[128];
 static int lock_fd = -1;
 static int swaps_off;               /* swapoff'd by this test: swapon again in fini */
@@ -403,6 +404,7 @@ static void rc_init(void)
 static void rc_fini(void)
 {
   vm_proc_kill(&child);
+  vm_proc_kill(&child2);
   vm_proc_kill(&hog);
   if (cg[0]) vm_cgroup_remove(cg);
   cg[0] = 0;
@@ -481,8 +483,8 @@ static void set_limit(const char *file, uint64_t bytes)
   vm_cgroup_set(cg, file, v);
 }
 
-/* Starts the rc child (heap_mib) in cg with env, waits for "ready". */
-static const char *start_rc(unsigned heap_mib, char *const extra[])
+/* Starts an rc child (heap_mib) in cg with env, waits for "ready". */
+static const char *start_rc_on(vm_proc_t *p, unsigned heap_mib, char *const extra[])
 {
   static char heap[48];
   snprintf(heap, sizeof heap, "VMTEST_HEAP_MIB=%u", heap_mib);
@@ -491,22 +493,32 @@ static const char *start_rc(unsigned heap_mib, char *const extra[])
   for (int i = 0; extra && extra[i] && k < 23; i++) env[k++] = extra[i];
   env[k] = NULL;
   char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&child, argv, env, cg[0] ? cg : NULL, VM_SPAWN_STDERR);
-  const char *l = vm_proc_expect(&child, "ready ", READY_TIMEOUT_MS);
-  cr_assert_not_null(l, "the child did not report:\n%s", child.buf);
-  cr_assert(strstr(child.buf, "error=") == NULL, "%s", child.buf);
+  vm_spawn(p, argv, env, cg[0] ? cg : NULL, VM_SPAWN_STDERR);
+  const char *l = vm_proc_expect(p, "ready ", READY_TIMEOUT_MS);
+  cr_assert_not_null(l, "the child did not report:\n%s", p->buf);
+  cr_assert(strstr(p->buf, "error=") == NULL, "%s", p->buf);
   return l;
 }
 
-/* Sends cmd, returns the answer line that starts with `answer`. */
-static const char *ask(const char *cmd, const char *answer, int timeout_ms)
+static const char *start_rc(unsigned heap_mib, char *const extra[])
+{
+  return start_rc_on(&child, heap_mib, extra);
+}
+
+/* Sends cmd to the child p, returns the answer line that starts with `answer`. */
+static const char *ask_on(vm_proc_t *c, const char *cmd, const char *answer, int timeout_ms)
 {
   /* Earlier answers with the same prefix must not match: drop them. */
-  for (char *p; (p = (char *)vm_proc_expect(&child, answer, 0)) != NULL;) p[0] = '#';
-  cr_assert_eq(vm_proc_say(&child, cmd), 0, "say %s:\n%s", cmd, child.buf);
-  const char *l = vm_proc_expect(&child, answer, timeout_ms);
-  cr_assert_not_null(l, "no answer to '%s':\n%s", cmd, child.buf);
+  for (char *p; (p = (char *)vm_proc_expect(c, answer, 0)) != NULL;) p[0] = '#';
+  cr_assert_eq(vm_proc_say(c, cmd), 0, "say %s:\n%s", cmd, c->buf);
+  const char *l = vm_proc_expect(c, answer, timeout_ms);
+  cr_assert_not_null(l, "no answer to '%s':\n%s", cmd, c->buf);
   return l;
+}
+
+static const char *ask(const char *cmd, const char *answer, int timeout_ms)
+{
+  return ask_on(&child, cmd, answer, timeout_ms);
 }
 
 /* Until the reclaim thread has ended a pass idle, or ms. */
@@ -1043,4 +1055,105 @@ RC_TEST(sigterm_ends_a_program_while_reclaim_runs)
   int st = wait_exit(child.pid, 5000);
   if (st != -1) child.pid = 0;
   cr_expect_eq(st, 128 + SIGTERM, "exit %d (-1: still running 5 s after SIGTERM):\n%s", st, child.buf);
+}
+
+/* ---- 9: a cgroup shared by two processes ---- */
+
+/* Two children in one cgroup, budgets from the cgroup (no TIERMALLOC_TOPTIER_*),
+ * each with a 96 MiB heap placed on tier 0 under a roomy memory.high. Then
+ * memory.high drops until tier 0's scaled share is 96 MiB: either heap alone
+ * fits it (give or take its own hysteresis), the two together are twice it.
+ * Each process sees only its own used against the share, so only the cgroup's
+ * memory.numa_stat tells them they are over together (reclaim.h): each
+ * demotes its part of the excess, in proportion to what it holds there. The
+ * kernel's count for the cgroup on tier 0's nodes must come under the share
+ * (8 MiB for non-heap anon and chunk granularity) within 5 s, each child must
+ * keep a fair part of it (at least a quarter; about half each is expected),
+ * and both heaps must read back unchanged. The cgroup's own memory.high
+ * (288M in 2tier and flat, 480M in 3tier) stays above what both use. */
+RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
+{
+  const vm_topology_t *topo = vm_topology();
+  caps_t c = caps_of(topo);
+  const unsigned heap_mib = 96;
+  const uint64_t share = 96 * VM_MIB, slack = 8 * VM_MIB;
+  make_cg();
+  set_limit("memory.high", limit_for_share(&c, 4 * (uint64_t)heap_mib * VM_MIB));
+  vm_proc_t *kids[2] = { &child, &child2 };
+  for (int i = 0; i < 2; i++) {
+    const char *l = start_rc_on(kids[i], heap_mib, NULL);
+    long long on0 = kv(l, "on0");
+    cr_assert_geq(on0, (long long)(heap_mib - 2) * (long long)VM_MIB,
+                  "%s: child %d has only %.1f MiB of its %u MiB heap on tier 0 under a roomy high:\n%s", topo->name,
+                  i, MIB(on0), heap_mib, kids[i]->buf);
+  }
+  uint64_t lim = limit_for_share(&c, share), want = scaled(&c, lim, 0);
+  uint64_t anon_before = cg_anon_on(topo, 0);
+  cr_assert_gt(anon_before, want + slack, "%s: memory.numa_stat anon on tier 0 only %.1f MiB before the limit drops "
+               "(share %.1f MiB): the test needs both heaps there", topo->name, MIB(anon_before), MIB(want));
+  char cur[64], path[200];
+  snprintf(path, sizeof path, "%s/memory.current", cg);
+  cr_assert_eq(vm_read_file(path, cur, sizeof cur), 0, "%s", path);
+  uint64_t used = strtoull(cur, NULL, 10);
+  cr_assert_lt(used + 32 * VM_MIB, lim,
+               "%s: the cgroup uses %.1f MiB, too close to the lowered memory.high %.0f MiB (it would throttle or "
+               "swap)", topo->name, MIB(used), MIB(lim));
+
+  long long t0 = rc_ms(), under = -1, polls = 0;
+  set_limit("memory.high", lim);
+  uint64_t anon0 = anon_before, anon_min = anon_before;
+  do {
+    usleep(50 * 1000);
+    anon0 = cg_anon_on(topo, 0);
+    if (anon0 < anon_min) anon_min = anon0;
+    polls++;
+    if (anon0 <= want + slack) {
+      under = rc_ms() - t0;
+      break;
+    }
+  } while (rc_ms() - t0 <= 5000);
+  const char *s[2];
+  for (int i = 0; i < 2; i++) s[i] = ask_on(kids[i], "stat", "stat ", 30000);
+  cr_expect(under >= 0,
+            "%s: memory.high %.0f MiB (tier 0 share %.1f MiB): the cgroup's anon on tier 0 still %.1f MiB after "
+            "%lld ms (lowest seen %.1f MiB, %.1f MiB before; want <= %.1f within 5000 ms); heap on tier 0: child 0 "
+            "%.1f MiB (used %.1f, high %.1f, demoted %.1f), child 1 %.1f MiB (used %.1f, high %.1f, demoted "
+            "%.1f)\nchild 0:\n%s\nchild 1:\n%s",
+            topo->name, MIB(lim), MIB(want), MIB(anon0), rc_ms() - t0, MIB(anon_min), MIB(anon_before),
+            MIB(want + slack), MIB(kvt(s[0], "on", 0)), MIB(kvt(s[0], "u", 0)), MIB(kvt(s[0], "hi", 0)),
+            MIB(kvt(s[0], "dem", 0)), MIB(kvt(s[1], "on", 0)), MIB(kvt(s[1], "u", 0)), MIB(kvt(s[1], "hi", 0)),
+            MIB(kvt(s[1], "dem", 0)), child.buf, child2.buf);
+  cr_log_info("%s: shared budget: anon on tier 0 %.1f -> %.1f MiB (share %.1f) after %lld ms, %lld polls",
+              topo->name, MIB(anon_before), MIB(anon0), MIB(want), under, polls);
+
+  /* Once both have settled: still under together, each with a fair part. */
+  for (int i = 0; i < 2; i++) ask_on(kids[i], "settle 5000", "settle ", 35000);
+  for (int i = 0; i < 2; i++) s[i] = ask_on(kids[i], "stat", "stat ", 30000);
+  anon0 = cg_anon_on(topo, 0);
+  cr_expect_leq(anon0, want + slack,
+                "%s: after settling, the cgroup's anon on tier 0 is %.1f MiB, share %.1f MiB; heap on tier 0: "
+                "child 0 %.1f MiB, child 1 %.1f MiB\nchild 0:\n%s\nchild 1:\n%s",
+                topo->name, MIB(anon0), MIB(want), MIB(kvt(s[0], "on", 0)), MIB(kvt(s[1], "on", 0)), child.buf,
+                child2.buf);
+  for (int i = 0; i < 2; i++) {
+    const char *l = s[i];
+    cr_expect(within_page((uint64_t)kvt(l, "hi", 0), want), "%s: child %d: tier 0 high %lld, want %llu:\n%s",
+              topo->name, i, kvt(l, "hi", 0), (unsigned long long)want, kids[i]->buf);
+    cr_expect_geq(kvt(l, "on", 0), (long long)(want / 4),
+                  "%s: child %d kept only %.1f MiB of its heap on tier 0 (the other %.1f MiB), want >= a quarter "
+                  "of the %.1f MiB share\nchild 0:\n%s\nchild 1:\n%s",
+                  topo->name, i, MIB(kvt(l, "on", 0)), MIB(kvt(s[1 - i], "on", 0)), MIB(want), child.buf,
+                  child2.buf);
+    cr_expect_gt(kvt(l, "dem", 0), 0, "%s: child %d demoted nothing:\n%s", topo->name, i, kids[i]->buf);
+    cr_expect_eq(kv(l, "absent"), 0, "%s: child %d: heap pages not present:\n%s", topo->name, i, kids[i]->buf);
+  }
+  cr_log_info("%s: settled: anon on tier 0 %.1f MiB; heap on tier 0 %.1f + %.1f MiB; demoted %.1f + %.1f MiB",
+              topo->name, MIB(anon0), MIB(kvt(s[0], "on", 0)), MIB(kvt(s[1], "on", 0)), MIB(kvt(s[0], "dem", 0)),
+              MIB(kvt(s[1], "dem", 0)));
+  for (int i = 0; i < 2; i++) {
+    const char *l = ask_on(kids[i], "check", "check ", 60000);
+    cr_expect_eq(kv(l, "bad"), 0, "%s: child %d's heap changed:\n%s", topo->name, i, kids[i]->buf);
+  }
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  cr_expect_eq(vm_proc_wait(&child2), 0, "%s", child2.buf);
 }
