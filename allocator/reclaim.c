@@ -408,8 +408,10 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   /* resident: the tier's pages in chunks reclaim may move (start-up
    * metadata is out of the budgets), the figure protection is measured in:
    * a tier's used counts whole chunks, more than their pages. */
-  /* extra: the cgroup's excess this process answers for, as if it held it. */
-  uint64_t held = tm_policy_used(t), used = held + extra;
+  /* extra: bytes of pages this process answers for of the cgroup's excess
+   * (a figure in pages, like the cgroup's: it is not added to used, which
+   * counts whole chunks and would make it pay for their unused parts too). */
+  uint64_t used = tm_policy_used(t);
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
   uint64_t hyst = high == TM_BUDGET_UNLIMITED ? 0 : tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
@@ -440,6 +442,10 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
       }
     }
     if (used <= (high > hyst ? high - hyst : 0)) rc.draining[t] = false;
+  }
+  if (extra > want) {
+    uint64_t step = (extra - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
+    want += step < cap ? step : cap;
   }
   if (want == 0) return 0;
   /* Protection: never below min; below low only when the nodes are short. */

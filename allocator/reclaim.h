@@ -26,8 +26,8 @@
  *     budget came from the cgroup (v2) and the cgroup's anonymous memory on
  *     the tier's nodes (memory.numa_stat) is above the limit while other
  *     processes hold part of it, this one demotes its share of the excess,
- *     in proportion to its own resident bytes there (as if it held that
- *     much more: the same limits, rate and protection apply);
+ *     in proportion to its own resident bytes there (at the same rate, and
+ *     within the same protection);
  *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
  *     resident bytes are above its high by more than the room left in the
  *     budgets of the tiers above (swap only once the whole budget is spent),
