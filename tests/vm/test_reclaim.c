@@ -628,14 +628,15 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
  * memory never goes there): memory.max drops under a 128 MiB heap on tier 0
  * while the child keeps allocating (16 x 1 MiB, each timed; none may fail or
  * take 200 ms). The tier is above its max from the write until the heap's
- * pages there are under it: the reclaim thread notices at its next pass (the
- * tier was within its watermarks, so its period had grown to
- * RECLAIM_PERIOD_MAX_MS, 1 s by default), and that pass moves the whole
- * excess (no rate limit above max). Under TCG (2 vCPUs on one host thread)
- * a pass measures for 100-300 ms and moves about 55-65 MiB/s while the child
- * polls move_pages, so: first pages gone within the period + 500 ms, and
- * all of the excess within 1.5 s of that. With RECLAIM_PERIOD_MAX_MS=100,
- * the whole episode within 1.5 s. */
+ * pages there are under it: the reclaim thread wakes every
+ * RECLAIM_PERIOD_MIN_MS (100 ms) to check the cgroup's limits, however long
+ * its idle period has grown, and the pass that follows moves the whole
+ * excess (no rate limit above max). Under TCG (2 vCPUs on one host thread) a
+ * pass measures for 100-300 ms and moves about 55-65 MiB/s while the child
+ * polls move_pages, so: first pages gone within 600 ms, and the 64 MiB of
+ * excess within 3 s of the write (on hardware, moving 64 MiB takes tens of
+ * ms: one period). The idle period does not matter any more: the same with
+ * RECLAIM_PERIOD_MAX_MS=100. */
 static void burst_past_max(const char *period_max, long long react_ms, long long total_ms)
 {
   const vm_topology_t *topo = vm_topology();
@@ -678,14 +679,14 @@ static void burst_past_max(const char *period_max, long long react_ms, long long
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
-RC_TEST(a_burst_past_max_is_demoted_at_the_next_pass_and_no_malloc_fails_or_stalls)
+RC_TEST(a_burst_past_max_is_demoted_at_the_next_wake_and_no_malloc_fails_or_stalls)
 {
-  burst_past_max(NULL, 1000 + 500, 1500 + 1500);
+  burst_past_max(NULL, 600, 3000);
 }
 
-RC_TEST(a_burst_past_max_with_a_100ms_period_is_gone_within_1500ms)
+RC_TEST(a_burst_past_max_with_a_100ms_idle_period_is_the_same)
 {
-  burst_past_max("TIERMALLOC_RECLAIM_PERIOD_MAX_MS=100", 100 + 500, 1500);
+  burst_past_max("TIERMALLOC_RECLAIM_PERIOD_MAX_MS=100", 600, 3000);
 }
 
 /* ---- 3: min and low ---- */
