@@ -30,7 +30,7 @@ static struct {
   uint64_t rate;                               /* bytes per second above high */
   bool pageout;
   uint64_t last_full_ns;                       /* when the last full pass began */
-  unsigned strays;                             /* stray chunks the last one found */
+  unsigned strays;                             /* chunks the last pass left stray */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
@@ -493,11 +493,13 @@ static bool rc_budgets_stale(uint64_t now)
 
 /* A full pass is due: its period has passed, or the counters alone show a
  * tier over a watermark (used is at least what is resident, so no pageout
- * can be needed below it), a drain or a retry under way, or the cgroup near
- * its limit. Costs a few atomic reads and one cgroup file. */
+ * can be needed below it), a drain under way, or the cgroup near its limit.
+ * Costs a few atomic reads and one cgroup file. Stray chunks wait for the
+ * period: pages a fork child still shares cannot move until it exits or
+ * writes them, and retrying them every wake would only burn CPU. */
 static bool rc_due(uint64_t now)
 {
-  if (now - rc.last_full_ns >= rc.period || rc.strays) return true;
+  if (now - rc.last_full_ns >= rc.period) return true;
   for (unsigned t = 0; t < rc.ntiers; t++) {
     uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
     uint64_t limit = t + 1 < rc.ntiers && max < high ? max : high;
