@@ -1061,8 +1061,9 @@ RC_TEST(sigterm_ends_a_program_while_reclaim_runs)
 /* ---- 9: a cgroup shared by two processes ---- */
 
 /* Two children in one cgroup, budgets from the cgroup (no TIERMALLOC_TOPTIER_*),
- * each with a 96 MiB heap placed on tier 0 under a roomy memory.high. Then
- * memory.high drops until tier 0's scaled share is 96 MiB: either heap alone
+ * each with a 96 MiB heap (64 MiB in 3tier) placed on tier 0 under a roomy
+ * memory.high. Then memory.high drops until tier 0's scaled share is the
+ * size of one heap: either heap alone
  * fits it (give or take its own hysteresis), the two together are twice it.
  * Each process sees only its own used against the share, so only the cgroup's
  * memory.numa_stat tells them they are over together (reclaim.h): each
@@ -1076,8 +1077,12 @@ RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
 {
   const vm_topology_t *topo = vm_topology();
   caps_t c = caps_of(topo);
-  const unsigned heap_mib = 96;
-  const uint64_t share = 96 * VM_MIB, slack = 8 * VM_MIB;
+  /* Both heaps must fit on tier 0's node with room to spare (the kernel
+   * falls back to the next node near its watermarks): 96 MiB each on 2tier's
+   * and flat's 500 MiB DRAM node, 64 MiB on 3tier's 250 MiB HBM node, where
+   * 96 MiB each once left 10 MiB of the second heap on tier 1. */
+  const unsigned heap_mib = c.cap[0] >= 400 * VM_MIB ? 96 : 64;
+  const uint64_t share = heap_mib * VM_MIB, slack = 8 * VM_MIB;
   make_cg();
   set_limit("memory.high", limit_for_share(&c, 4 * (uint64_t)heap_mib * VM_MIB));
   vm_proc_t *kids[2] = { &child, &child2 };
