@@ -88,6 +88,23 @@ static uint64_t rc_now(clockid_t clock)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* The hysteresis of a limit: RECLAIM_HYSTERESIS of it, at least one chunk. */
+static uint64_t rc_hysteresis(uint64_t limit)
+{
+  uint64_t h = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, limit);
+  return h < TM_CHUNK_SIZE ? TM_CHUNK_SIZE : h;
+}
+
+/* Adds to *allowance what RECLAIM_RATE allows over elapsed_ns, up to one
+ * idle period's worth (and at least a chunk, or a slow rate never moves). */
+static void rc_accrue(uint64_t *allowance, uint64_t elapsed_ns)
+{
+  uint64_t burst = (uint64_t)((unsigned __int128)rc.rate * rc.period_max / 1000000000u);
+  if (burst < TM_CHUNK_SIZE) burst = TM_CHUNK_SIZE;
+  *allowance += (uint64_t)((unsigned __int128)rc.rate * elapsed_ns / 1000000000u);
+  if (*allowance > burst) *allowance = burst;
+}
+
 void tm_reclaim_init(const tm_topology_t *topo, const char *root)
 {
   memset(&rc, 0, sizeof rc);
@@ -109,12 +126,12 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
   char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
-  if (tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0 &&
-      tm_kfile_read(path, buf, sizeof buf) > 0) {
-    uint64_t v = 0;
-    for (const char *p = buf; *p >= '0' && *p <= '9'; p++) v = v * 10 + (uint64_t)(*p - '0');
-    if (v) maps = v;
-  }
+  int n = tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0
+              ? tm_kfile_read(path, buf, sizeof buf)
+              : -1;
+  uint64_t v;
+  if (n > 1 && buf[n - 1] == '\n' && tm_text_parse_u64(buf, buf + n - 1, &v) == 0 && v > 0)
+    maps = v;
   rc.vma_limit = maps / 2;
   tm_migrate_init(topo);
   tm_budget_snapshot(&rc.budgets);
@@ -319,21 +336,31 @@ static bool rc_cgroup_value(const char *file, uint64_t *v)
 /* Bytes this process should page out because its cgroup as a whole is near
  * its memory.high or memory.max (within the hysteresis): the excess, in
  * proportion to this process's share of the cgroup's memory. 0 otherwise. */
-static uint64_t rc_cgroup_pageout(const rc_scan_t *s)
+/* The cgroup (v2) is within the hysteresis of its memory.high or memory.max
+ * (the nearer, ancestors applied): its memory.current into *cur and by how
+ * much it is over limit - hysteresis into *over. One small read. */
+static bool rc_cgroup_near(uint64_t *cur, uint64_t *over)
 {
   const tm_cgroup_limits_t *cg = &rc.budgets.cgroup;
-  if (cg->version != TM_CGROUP_V2) return 0;
   uint64_t limit = cg->limit[TM_LIMIT_HIGH] < cg->limit[TM_LIMIT_MAX] ? cg->limit[TM_LIMIT_HIGH]
                                                                         : cg->limit[TM_LIMIT_MAX];
-  uint64_t cur;
-  if (limit == TM_CGROUP_UNLIMITED || !rc_cgroup_value("memory.current", &cur)) return 0;
-  uint64_t margin = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, limit);
-  if (margin < TM_CHUNK_SIZE) margin = TM_CHUNK_SIZE;
-  if (cur + margin <= limit || cur == 0) return 0;
+  if (cg->version != TM_CGROUP_V2 || limit == TM_CGROUP_UNLIMITED ||
+      !rc_cgroup_value("memory.current", cur))
+    return false;
+  uint64_t margin = rc_hysteresis(limit);
+  if (*cur + margin <= limit || *cur == 0) return false;
+  *over = *cur + margin - limit;
+  return true;
+}
+
+static uint64_t rc_cgroup_pageout(const rc_scan_t *s)
+{
+  uint64_t cur, over;
+  if (!rc_cgroup_near(&cur, &over)) return 0;
   uint64_t mine = 0;
   for (unsigned t = 0; t < rc.ntiers; t++) mine += s->resident[t];
   if (mine > cur) mine = cur;
-  return (uint64_t)((unsigned __int128)(cur + margin - limit) * mine / cur);
+  return (uint64_t)((unsigned __int128)over * mine / cur);
 }
 
 /* ---- acting --------------------------------------------------------------- */
@@ -414,14 +441,8 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   uint64_t used = tm_policy_used(t);
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
-  uint64_t hyst = high == TM_BUDGET_UNLIMITED ? 0 : tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
-  if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
-  /* The rate accrues while the tier is within its limits too, up to one
-   * idle period's worth (and at least a chunk, or a slow rate never moves). */
-  uint64_t burst = (uint64_t)((unsigned __int128)rc.rate * rc.period_max / 1000000000u);
-  if (burst < TM_CHUNK_SIZE) burst = TM_CHUNK_SIZE;
-  rc.allowance[t] += (uint64_t)((unsigned __int128)rc.rate * elapsed_ns / 1000000000u);
-  if (rc.allowance[t] > burst) rc.allowance[t] = burst;
+  uint64_t hyst = rc_hysteresis(high == TM_BUDGET_UNLIMITED ? 0 : high);
+  rc_accrue(&rc.allowance[t], elapsed_ns);   /* within the limits too */
   if (high != TM_BUDGET_UNLIMITED && used > high) rc.draining[t] = true;
   bool shrt = false, shrt_known = false;
   uint64_t want = 0;
@@ -505,13 +526,8 @@ static bool rc_due(uint64_t now)
     uint64_t limit = t + 1 < rc.ntiers && max < high ? max : high;
     if (rc.draining[t] || (limit != TM_BUDGET_UNLIMITED && tm_policy_used(t) > limit)) return true;
   }
-  if (!rc.pageout) return false;
-  const tm_cgroup_limits_t *cg = &rc.budgets.cgroup;
-  uint64_t limit = cg->limit[TM_LIMIT_HIGH] < cg->limit[TM_LIMIT_MAX] ? cg->limit[TM_LIMIT_HIGH]
-                                                                        : cg->limit[TM_LIMIT_MAX];
-  uint64_t cur, margin = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, limit);
-  return cg->version == TM_CGROUP_V2 && limit != TM_CGROUP_UNLIMITED &&
-         rc_cgroup_value("memory.current", &cur) && cur + margin + TM_CHUNK_SIZE > limit;
+  uint64_t cur, over;
+  return rc.pageout && rc_cgroup_near(&cur, &over);
 }
 
 uint64_t tm_reclaim_pass(void)
@@ -563,8 +579,7 @@ uint64_t tm_reclaim_pass(void)
   unsigned last = rc.ntiers - 1;
   uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH), out = 0;
   if (high != TM_BUDGET_UNLIMITED && s.resident[last] > high) {
-    uint64_t hyst = tm_option_size(TM_OPTION_RECLAIM_HYSTERESIS, high);
-    if (hyst < TM_CHUNK_SIZE) hyst = TM_CHUNK_SIZE;
+    uint64_t hyst = rc_hysteresis(high);
     out = s.resident[last] - (high > hyst ? high - hyst : 0);
     /* Room left in the budgets of the tiers above: the process's budget as
      * a whole is not spent, and nothing goes to swap while memory it may
@@ -580,9 +595,7 @@ uint64_t tm_reclaim_pass(void)
   if (rc.pageout && (out || whole) && rc_swap_on()) {
     /* At RECLAIM_RATE, as demotion above high: swapping is the costliest
      * thing reclaim does (zram compresses every page). */
-    uint64_t burst = (uint64_t)((unsigned __int128)rc.rate * rc.period_max / 1000000000u);
-    rc.pageout_allowance += (uint64_t)((unsigned __int128)rc.rate * elapsed / 1000000000u);
-    if (rc.pageout_allowance > burst) rc.pageout_allowance = burst;
+    rc_accrue(&rc.pageout_allowance, elapsed);
     if (out > rc.pageout_allowance) out = rc.pageout_allowance;
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
