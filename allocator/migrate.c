@@ -79,6 +79,7 @@ int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out)
   if (before == 0) return 0;
   int err = tm_range_os()->pageout((void *)a, TM_CHUNK_SIZE);
   if (err != 0) return err;
+  out->asked += (uint64_t)before * MIGRATE_PAGE;
   unsigned after = migrate_resident_pages(a);
   out->moved += (uint64_t)(before > after ? before - after : 0) * MIGRATE_PAGE;
   return 0;

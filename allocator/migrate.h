@@ -25,6 +25,7 @@
 typedef struct tm_migrate_counts_s {
   uint64_t moved;    /* bytes of pages found on the target afterwards that were not before */
   uint64_t failed;   /* bytes of present pages left off the target */
+  uint64_t asked;    /* pageout: bytes of the resident pages it was asked to page out */
 } tm_migrate_counts_t;
 
 void tm_migrate_init(const tm_topology_t *topo);

@@ -391,7 +391,7 @@ Test(reclaim, the_lowest_tier_above_its_high_is_paged_out)
   rt_fill(p, 32);   /* all of it on tier 1 */
   cr_assert_geq(tm_policy_used(1), 32 * MiB);
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=8M",
-                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits(env);
   tm_reclaim_pass();
   tier_stats_t s = rt_stats();
@@ -413,13 +413,13 @@ Test(reclaim, nothing_is_paged_out_while_a_tier_above_has_room)
   rt_limits(spill);
   rt_fill(p, 32);   /* all of it on tier 1 */
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=64M", "TIERMALLOC_TIER1_HIGH=8M",
-                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits(env);
   tm_reclaim_pass();
   cr_expect_eq(rt_stats().tier[1].reclaim.paged_out, 0, "tier 0 has 64 MiB of room");
   cr_expect_eq(rt.pageouts, 0);
   char *less[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_TIER1_HIGH=8M",
-                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", NULL };
+                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits(less);
   tm_reclaim_pass();
   uint64_t po = rt_stats().tier[1].reclaim.paged_out;
@@ -502,13 +502,33 @@ Test(reclaim, a_process_alone_in_its_cgroup_keeps_what_its_own_budget_allows)
   rt_free(p, 24);
 }
 
+/* A process alone in its cgroup has anonymous memory outside its heap (its
+ * stacks, its binary's data): the cgroup's count is above what the heap
+ * holds, and that is not another process's share. */
+Test(reclaim, a_process_alone_does_not_take_its_own_other_memory_for_another_process)
+{
+  void *p[24];
+  rt_fill(p, 24);
+  uint64_t used = tm_policy_used(0);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.high", "67108864\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  rt_numa_stat(used + 40 * MiB, 0);
+  char *env[] = { "TIERMALLOC_TOPTIER_RATIO=50%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits_cgroup(env);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), used, "alone, below its own high: nothing to demote");
+  rt_free(p, 24);
+}
+
 Test(reclaim, processes_sharing_a_cgroup_each_demote_their_share_of_the_excess)
 {
   void *p[24];
   rt_fill(p, 24);
   uint64_t used = tm_policy_used(0);
   tmptree_put("sys/fs/cgroup/app/worker/memory.high", "67108864\n");
-  /* Others hold 40 MiB more on node 0: the cgroup is 32 MiB or so over. */
+  /* Another process holds 40 MiB more on node 0: the cgroup is 32 MiB or
+   * so over. */
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n4343\n");
   rt_numa_stat(used + 40 * MiB, 0);
   char *env[] = { "TIERMALLOC_TOPTIER_RATIO=50%", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
   rt_limits_cgroup(env);
@@ -527,7 +547,8 @@ Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
   rt_fill(p, 24);
   tmptree_put("sys/fs/cgroup/app/worker/memory.high", "41943040\n");   /* 40M */
   tmptree_put("sys/fs/cgroup/app/worker/memory.current", "50331648\n");   /* 48M */
-  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=64M", "TIERMALLOC_TIER1_HIGH=128M", NULL };
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=64M", "TIERMALLOC_TIER1_HIGH=128M",
+                  "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits_cgroup(env);
   tm_reclaim_pass();
   tier_stats_t s = rt_stats();
