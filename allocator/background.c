@@ -49,7 +49,6 @@ static pthread_cond_t rc_cv;
 static bool rc_cv_ok, rc_stop;
 static pthread_t rc_thread;
 static atomic_bool rc_running;    /* started and not yet joined */
-static bool rc_restart;           /* fork child: it ran in the parent */
 
 static void *rc_main(void *arg)
 {
@@ -180,11 +179,11 @@ void tm_background_postfork_child(void)
 {
   atomic_store_explicit(&bg_running, false, memory_order_relaxed);
   pthread_mutex_init(&rc_mu, NULL);
-  rc_restart = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed);
+  bool rc_ran = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed);
   rc_cv_ok = false;
   tm_reclaim_postfork_child();
   /* The forking thread is the child's only one: it starts the reclaim thread
    * again on its way out of its next allocation. */
   tm_thread_t *self = &tm_tls;
-  if (rc_restart && self->state == TM_THREAD_READY) tm_account_defer(self, bg_start_deferred);
+  if (rc_ran && self->state == TM_THREAD_READY) tm_account_defer(self, bg_start_deferred);
 }

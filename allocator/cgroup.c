@@ -301,10 +301,7 @@ static void cgroup_name(char *dst, const cgroup_hier_t *h, int len)
   dst[len] = '\0';
 }
 
-/* Parses a value file's text: digits, or on v2 "max", then exactly one '\n'.
- * 0 with *v set (TM_CGROUP_UNLIMITED for "max" and for v1's unlimited), or a
- * phrase saying what is wrong. */
-static const char *cgroup_parse(const char *buf, int n, bool v1, uint64_t *v)
+const char *tm_cgroup_parse_value(const char *buf, int n, bool v1, uint64_t *v)
 {
   const char *what = v1 ? "not a number and a newline" : "not a number or \"max\" and a newline";
   if (n < 2 || buf[n - 1] != '\n') return what;
@@ -338,7 +335,7 @@ static bool cgroup_value(char *buf, int dlen, const char *file, bool v1, uint64_
   const char *why = NULL;
   if (len < 0)
     why = -len == ENOENT ? NULL : -len == EFBIG ? "too long for a value" : tm_kfile_errstr(-len);
-  else if (!(why = cgroup_parse(text, len, v1, v)))
+  else if (!(why = tm_cgroup_parse_value(text, len, v1, v)))
     ok = true;
   if (why) {
     char q[TM_KFILE_PATH_MAX];

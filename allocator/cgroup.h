@@ -68,6 +68,11 @@ typedef struct tm_cgroup_limits_s {
  * errno when a cgroup was found but its directory could not be read. */
 int tm_cgroup_read(const char *root, tm_cgroup_limits_t *out);
 
+/* Parses the n bytes of a value file: digits, or on v2 "max", then exactly
+ * one '\n'. NULL with *v set (TM_CGROUP_UNLIMITED for "max" and for v1's
+ * unlimited), or a phrase saying what is wrong. Pure. */
+const char *tm_cgroup_parse_value(const char *buf, int n, bool v1, uint64_t *v);
+
 /* "cgroup v2", "cgroup v1" or "no cgroup". */
 const char *tm_cgroup_version_name(tm_cgroup_version_t v);
 

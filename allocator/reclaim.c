@@ -31,7 +31,6 @@ static struct {
   uint64_t pageout_rate;                       /* bytes per second paged out */
   bool pageout;
   uint64_t last_full_ns;                       /* when the last full pass began */
-  unsigned strays;                             /* chunks the last pass left stray */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
@@ -266,6 +265,18 @@ static bool rc_shared(unsigned t)
   return false;
 }
 
+/* path[TM_KFILE_PATH_MAX] = the process's cgroup directory + "/" + file;
+ * false when there is no directory or the path is too long. */
+static bool rc_cgroup_path(const char *file, char *path)
+{
+  int n = 0;
+  path[0] = '\0';
+  return rc.budgets.cgroup.dir[0] &&
+         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, rc.budgets.cgroup.dir) &&
+         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, "/") &&
+         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, file);
+}
+
 /* Another process is in the cgroup too (cgroup.procs lists more than one):
  * only then is the cgroup's memory on a tier not all this process's, heap
  * or not (its stacks, its binary's data and what it maps itself count there
@@ -273,11 +284,7 @@ static bool rc_shared(unsigned t)
 static bool rc_cgroup_has_others(void)
 {
   char path[TM_KFILE_PATH_MAX], buf[256];
-  int n = 0;
-  path[0] = '\0';
-  if (tm_text_append(path, sizeof path, &n, rc.budgets.cgroup.dir) ||
-      tm_text_append(path, sizeof path, &n, "/cgroup.procs"))
-    return false;
+  if (!rc_cgroup_path("cgroup.procs", path)) return false;
   int len = tm_kfile_read(path, buf, sizeof buf);
   if (len == -EFBIG) return true;   /* a long list */
   if (len <= 0) return false;
@@ -290,11 +297,7 @@ static bool rc_cgroup_has_others(void)
 static bool rc_cgroup_anon(uint64_t *anon)
 {
   char path[TM_KFILE_PATH_MAX];
-  int n = 0;
-  path[0] = '\0';
-  if (tm_text_append(path, sizeof path, &n, rc.budgets.cgroup.dir) ||
-      tm_text_append(path, sizeof path, &n, "/memory.numa_stat"))
-    return false;
+  if (!rc_cgroup_path("memory.numa_stat", path)) return false;
   tm_kfile_lines_t r;
   if (tm_kfile_lines_open(&r, path) != 0) return false;
   char line[1024];
@@ -341,18 +344,9 @@ static uint64_t rc_shared_excess(unsigned t, const uint64_t *anon, const rc_scan
 static bool rc_cgroup_value(const char *file, uint64_t *v)
 {
   char path[TM_KFILE_PATH_MAX], buf[32];
-  int n = 0;
-  path[0] = '\0';
-  if (!rc.budgets.cgroup.dir[0] || tm_text_append(path, sizeof path, &n, rc.budgets.cgroup.dir) ||
-      tm_text_append(path, sizeof path, &n, "/") || tm_text_append(path, sizeof path, &n, file))
-    return false;
+  if (!rc_cgroup_path(file, path)) return false;
   int len = tm_kfile_read(path, buf, sizeof buf);
-  if (len < 2 || buf[len - 1] != '\n') return false;
-  if (len == 4 && memcmp(buf, "max", 3) == 0) {
-    *v = UINT64_MAX;
-    return true;
-  }
-  return tm_text_parse_u64(buf, buf + len - 1, v) == 0;
+  return len > 0 && tm_cgroup_parse_value(buf, len, false, v) == NULL;
 }
 
 /* Bytes this process should page out because its cgroup as a whole is near
@@ -442,7 +436,6 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, b
         }
         rc_add(&rc_demoted[t], n.moved);
         rc_add(&rc_failed[t], n.failed);
-        rc.strays += n.failed != 0;
         s->hist[t][b]--;
         s->hist[t + 1][0]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
@@ -603,7 +596,6 @@ uint64_t tm_reclaim_pass(void)
   if (shared && (!rc_cgroup_has_others() || !rc_cgroup_anon(anon))) shared = false;
   bool over = false, paging = false;
   int state = TIER_RECLAIM_IDLE;
-  rc.strays = 0;
   for (unsigned i = 0; i < s.nstray; i++) {
     tm_migrate_counts_t n = {0};
     tm_chunk_t *c = s.stray[i];
@@ -611,7 +603,6 @@ uint64_t tm_reclaim_pass(void)
     if (t > 0 && tm_migrate_chunk(c, t, &n) == 0) {
       rc_add(&rc_demoted[t - 1], n.moved);
       rc_add(&rc_failed[t - 1], n.failed);
-      rc.strays += n.failed != 0;
     }
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
