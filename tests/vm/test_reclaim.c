@@ -729,12 +729,12 @@ RC_TEST(min_holds_when_high_drops_below_it)
   const vm_topology_t *topo = vm_topology();
   caps_t c = caps_of(topo);
   char *env[] = { "TIERMALLOC_TOPTIER_MIN=48M", NULL };
-  /* A 52 MiB heap: the cgroup (heap, the test binary, libraries) stays under the
-   * lowered memory.high, about 71 MiB for a 24 MiB share in 2tier; a 60 MiB
-   * heap left the cgroup at 68.6 MiB, too close, on a boot whose node0 was
-   * larger. */
-  start_on_top(topo, &c, 52, env);
-  uint64_t lim = limit_for_share(&c, 24 * VM_MIB), want = scaled(&c, lim, 0);
+  start_on_top(topo, &c, 60, env);
+  /* A 28 MiB share: high well below min, and memory.high (about 83 MiB in
+   * 2tier) above the cgroup's use (68.6 MiB measured: the heap, the test
+   * binary, libraries); a 24 MiB share put it at 71 MiB, too close, on a
+   * boot with a larger node0. */
+  uint64_t lim = limit_for_share(&c, 28 * VM_MIB), want = scaled(&c, lim, 0);
   char cur[64], path[200];
   snprintf(path, sizeof path, "%s/memory.current", cg);
   cr_assert_eq(vm_read_file(path, cur, sizeof cur), 0);
