@@ -85,26 +85,27 @@ bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n)
   return false;
 }
 
-bool tm_chunk_reserve(unsigned t, uint64_t limit)
+bool tm_chunk_reserve(unsigned t, uint32_t n, uint64_t limit)
 {
-  int64_t cur = atomic_load_explicit(&chunk_charged[t], memory_order_relaxed);
+  int64_t cur = atomic_load_explicit(&chunk_bytes[t], memory_order_relaxed);
   do {
-    if (cur >= 0 && (uint64_t)cur >= limit) return false;
-  } while (!atomic_compare_exchange_weak_explicit(&chunk_charged[t], &cur, cur + 1,
+    if ((cur > 0 ? (uint64_t)cur : 0) + n > limit) return false;   /* < 0: a reader between two updates */
+  } while (!atomic_compare_exchange_weak_explicit(&chunk_bytes[t], &cur, cur + n,
                                                   memory_order_relaxed, memory_order_relaxed));
+  atomic_fetch_add_explicit(&chunk_charged[t], 1, memory_order_relaxed);
   return true;
 }
 
-void tm_chunk_unreserve(unsigned t)
+void tm_chunk_unreserve(unsigned t, uint32_t n)
 {
+  atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
   atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
 }
 
-void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n)
+void tm_chunk_place(tm_chunk_t *c, unsigned t)
 {
   atomic_store_explicit(&c->tier, (uint8_t)(t == tm_chunk_home(c) ? 0 : t + 1),
                         memory_order_relaxed);
-  atomic_fetch_add_explicit(&chunk_bytes[t], n, memory_order_relaxed);
   atomic_fetch_and_explicit(&c->committed, ~CHUNK_BUSY, memory_order_release);
   pthread_rwlock_unlock(&chunk_fork_lock);
 }
@@ -134,7 +135,8 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 void tm_chunk_emptied(tm_chunk_t *c)
 {
   /* What reclaim knew of its pages is void: it has none. */
-  atomic_fetch_and_explicit(&c->flags, (uint8_t)TM_CHUNK_KEEP, memory_order_relaxed);
+  atomic_fetch_and_explicit(&c->flags, (uint8_t)(TM_CHUNK_KEEP | TM_CHUNK_BASE),
+                            memory_order_relaxed);
   atomic_store_explicit(&c->committed, 0, memory_order_release);
   pthread_rwlock_unlock(&chunk_fork_lock);
 }

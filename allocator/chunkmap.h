@@ -11,10 +11,14 @@
  * has room for what reclaim and hotness will keep (flags, age).
  *
  * Per tier (current), the map keeps two live figures, both of which shrink
- * when memory is given back: committed bytes, and charged chunks (chunks
- * with any committed byte), the unit budgets are checked in: a tier never
- * holds more chunks than its budget has room for, so its pages never exceed
- * the budget, and it can fill it to within one chunk.
+ * when memory is given back: committed bytes, the figure budgets are checked
+ * in, and charged chunks (chunks with any committed byte). A chunk is placed
+ * on a tier only while the tier's committed bytes, with the chunk's first
+ * ones, stay within its budget; later commits into a chunk already placed
+ * are not checked (they cannot go elsewhere), and reclaim takes back what
+ * they put over. Counting whole chunks instead left a heap of 1 MiB blocks
+ * at 93-96 % of its budget in pages: each of jemalloc's grown regions ends in
+ * a chunk it only half uses.
  */
 #ifndef TM_CHUNKMAP_H
 #define TM_CHUNKMAP_H
@@ -40,6 +44,7 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_STRAY 0x1u   /* some pages are not on the chunk's current tier (migrate.c) */
 #define TM_CHUNK_KEEP  0x2u   /* never reclaimed: a pinned arena's, or start-up metadata */
 #define TM_CHUNK_PAGED 0x4u   /* reclaim paged it out; pages back since mean it was used */
+#define TM_CHUNK_BASE  0x8u   /* start-up metadata: outside the budgets (policy.c) */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */
@@ -79,17 +84,15 @@ uintptr_t tm_chunk_addr(const tm_chunk_t *c);
  * does. */
 bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
 
-/* Reserves one chunk's charge on tier t if t then holds at most `limit`
- * charged chunks (atomically: concurrent reservations never pass it). */
-bool tm_chunk_reserve(unsigned t, uint64_t limit);
-
+/* Reserves the charge of a chunk about to be placed on tier t with its first
+ * n committed bytes, if t's committed bytes then are at most `limit`
+ * (atomically: concurrent reservations never pass it). */
+bool tm_chunk_reserve(unsigned t, uint32_t n, uint64_t limit);
 /* Gives back a reservation that was not used. */
-void tm_chunk_unreserve(unsigned t);
-
-/* Makes t the current tier of the now non-empty chunk c, whose charge the
- * caller reserved on t, with its first n committed bytes. */
-void tm_chunk_place(tm_chunk_t *c, unsigned t, uint32_t n);
-
+void tm_chunk_unreserve(unsigned t, uint32_t n);
+/* Makes t the current tier of the now non-empty chunk c, whose charge (and
+ * first committed bytes) the caller reserved on t. */
+void tm_chunk_place(tm_chunk_t *c, unsigned t);
 /* Takes n committed bytes off c (and its tier). true: that emptied the
  * chunk, which is uncharged and held: the caller gives back every page of it
  * (an empty chunk has none: a huge page faulted in by a neighbour, or memory

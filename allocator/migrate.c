@@ -72,6 +72,18 @@ uint64_t tm_migrate_resident(tm_chunk_t *c)
   return (uint64_t)migrate_resident_pages(tm_chunk_addr(c)) * MIGRATE_PAGE;
 }
 
+void tm_migrate_resident_run(tm_chunk_t *c, unsigned n, uint64_t *out)
+{
+  unsigned char vec[TM_MIGRATE_RUN * MIGRATE_PAGES];
+  if (n > TM_MIGRATE_RUN) n = TM_MIGRATE_RUN;
+  bool ok = tm_range_os()->resident((void *)tm_chunk_addr(c), n * TM_CHUNK_SIZE, vec) == 0;
+  for (unsigned k = 0; k < n; k++) {
+    unsigned pages = 0;
+    for (unsigned i = 0; ok && i < MIGRATE_PAGES; i++) pages += vec[k * MIGRATE_PAGES + i] & 1;
+    out[k] = (uint64_t)pages * MIGRATE_PAGE;
+  }
+}
+
 int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out)
 {
   uintptr_t a = tm_chunk_addr(c);

@@ -48,4 +48,13 @@ int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out);
 /* Resident bytes of chunk c (mincore); 0 when it cannot tell. */
 uint64_t tm_migrate_resident(tm_chunk_t *c);
 
+/* The most chunks tm_migrate_resident_run measures in one call. */
+#define TM_MIGRATE_RUN 16u
+
+/* Resident bytes of each of the n <= TM_MIGRATE_RUN consecutive chunks from
+ * c (one chunk map range) into out[0..n-1], with one mincore: a pass
+ * measures the whole heap, and one system call per chunk was most of its
+ * cost. All 0 when it cannot tell. */
+void tm_migrate_resident_run(tm_chunk_t *c, unsigned n, uint64_t *out);
+
 #endif

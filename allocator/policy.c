@@ -8,7 +8,7 @@
 
 static const tm_topology_t *policy_topo;
 static unsigned policy_ntiers;
-static uint64_t policy_baseline[TIER_MAX_TIERS];   /* charged chunks of start-up metadata */
+static uint64_t policy_baseline[TIER_MAX_TIERS];   /* committed bytes of start-up metadata */
 
 void tm_policy_init(const tm_topology_t *topo)
 {
@@ -20,35 +20,35 @@ void tm_policy_init(const tm_topology_t *topo)
  * every allocation, and their commit age is the oldest of all. */
 void tm_policy_baseline(void)
 {
-  for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_chunk_charged(t);
+  for (unsigned t = 0; t < policy_ntiers; t++) policy_baseline[t] = tm_chunk_committed(t);
   for (unsigned i = 0; i < tm_ranges.n && tm_chunks; i++) {
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_bytes(c)) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_KEEP, memory_order_relaxed);
+      if (tm_chunk_bytes(c))
+        atomic_fetch_or_explicit(&c->flags, TM_CHUNK_KEEP | TM_CHUNK_BASE, memory_order_relaxed);
     }
   }
 }
 
 uint64_t tm_policy_used(unsigned t)
 {
-  uint64_t c = tm_chunk_charged(t);
-  c = c > policy_baseline[t] ? c - policy_baseline[t] : 0;
-  return c << TM_CHUNK_SHIFT;
+  uint64_t c = tm_chunk_committed(t);
+  return c > policy_baseline[t] ? c - policy_baseline[t] : 0;
 }
 
-/* Charged chunks tier t may hold (UINT64_MAX: unbounded). The lowest tier is
+/* Committed bytes tier t may hold (UINT64_MAX: unbounded). The lowest tier is
  * never bounded for placement: there is nowhere further down to go, and its
  * high and max are for pageout. A single tier has no budget to place by. */
-static uint64_t policy_chunk_limit(unsigned t)
+static uint64_t policy_limit(unsigned t)
 {
   uint64_t limit = tm_budget_placement_limit(t);
   if (t + 1 >= policy_ntiers || limit == TM_BUDGET_UNLIMITED) return UINT64_MAX;
-  return (limit >> TM_CHUNK_SHIFT) + policy_baseline[t];
+  return limit + policy_baseline[t];
 }
 
 static int policy_has_room(unsigned t)
 {
-  return tm_chunk_charged(t) < policy_chunk_limit(t);
+  return tm_chunk_committed(t) < policy_limit(t);
 }
 
 void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align)
@@ -73,14 +73,14 @@ void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align)
   return NULL;
 }
 
-/* The tier for an empty chunk of an arena that prefers `pref`, its charge
- * reserved there. */
-static unsigned policy_choose(unsigned pref)
+/* The tier for an empty chunk of an arena that prefers `pref`, whose first n
+ * committed bytes are reserved there. */
+static unsigned policy_choose(unsigned pref, uint32_t n)
 {
   for (unsigned t = pref; t + 1 < policy_ntiers; t++)
-    if (tm_chunk_reserve(t, policy_chunk_limit(t))) return t;
+    if (tm_chunk_reserve(t, n, policy_limit(t))) return t;
   unsigned last = policy_ntiers ? policy_ntiers - 1 : 0;
-  tm_chunk_reserve(last, UINT64_MAX);
+  tm_chunk_reserve(last, n, UINT64_MAX);
   return last;
 }
 
@@ -90,9 +90,9 @@ static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
   unsigned t;
   if (pinned) {
     t = home;
-    tm_chunk_reserve(t, UINT64_MAX);
+    tm_chunk_reserve(t, n, UINT64_MAX);
   } else {
-    t = policy_choose(pref < policy_ntiers ? pref : 0);
+    t = policy_choose(pref < policy_ntiers ? pref : 0, n);
   }
   if (t != cur) {
     const tm_tier_t *tier = &policy_topo->tier[t];
@@ -100,13 +100,13 @@ static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
                                   tier->first_node);
     if (err != 0) {
       /* Pages go where the chunk was bound: count them there. */
-      tm_chunk_unreserve(t);
-      tm_chunk_reserve(cur, UINT64_MAX);
+      tm_chunk_unreserve(t, n);
+      tm_chunk_reserve(cur, n, UINT64_MAX);
       t = cur;
     }
   }
   if (pinned) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_KEEP, memory_order_relaxed);
-  tm_chunk_place(c, t, n);
+  tm_chunk_place(c, t);
 }
 
 void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)

@@ -1,8 +1,10 @@
 #include "reclaim.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +22,24 @@
 enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
 #define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
 #define RC_MS 1000000ull
+/* The budgets are derived again at least every RC_REFRESH periods (the
+ * ancestors' limits, a move to another cgroup, the nodes' sizes); the
+ * cgroup's own limits are watched each wake. */
+#define RC_REFRESH 10u
+
+/* The cgroup files read at every wake, kept open and read with pread: under
+ * TCG, opening a cgroup file costs about 0.5 ms, and two opens ten times a
+ * second were 1 % of a core. pread never moves an offset nor consumes
+ * anything, so even if the program closed one of these and reused its number
+ * it would take nothing from the program; and one is closed only while it is
+ * still the file opened (same device and inode). */
+static const char *const rc_held_names[] = { "memory.high", "memory.max", "memory.current" };
+#define RC_HELD (sizeof rc_held_names / sizeof rc_held_names[0])
+static struct {
+  int fd;   /* -1: not open */
+  dev_t dev;
+  ino_t ino;
+} rc_held[RC_HELD] = { { -1, 0, 0 }, { -1, 0, 0 }, { -1, 0, 0 } };
 
 static struct {
   const tm_topology_t *topo;
@@ -39,6 +59,8 @@ static struct {
   uint64_t refreshed_ns;                       /* when the budgets were last derived */
   uint64_t lowest_resident;                    /* the lowest tier's, as last measured */
   uint64_t cg_seen[2];                         /* the cgroup's memory.high, .max then */
+  bool cg_watch;                               /* they can be read: checked each wake */
+  uint64_t cpu_seen;                           /* the thread's CPU clock at the last account */
   bool swap_said;
   tm_budgets_t budgets;                        /* this pass's, with the cgroup's paths */
   bool move_failed_said;
@@ -52,6 +74,7 @@ static _Atomic int rc_state;
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
   uint64_t resident[TIER_MAX_TIERS];            /* bytes, mincore */
+  uint64_t budgeted[TIER_MAX_TIERS];            /* of which in the budgets (not start-up metadata) */
   uint64_t movable[TIER_MAX_TIERS];             /* of which in chunks reclaim may move */
   uint32_t hist[TIER_MAX_TIERS][RC_BUCKETS];    /* movable chunks by age bucket */
   uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
@@ -177,28 +200,39 @@ static void rc_measure(rc_scan_t *s)
   memset(s, 0, sizeof *s);
   for (unsigned i = 0; i < tm_ranges.n; i++) {
     unsigned prev = i;
-    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
-      tm_chunk_t *c = tm_chunk_of((void *)a);
-      unsigned t = tm_chunk_tier(c);
-      s->boundaries += t != prev;
-      prev = t;
-      if (tm_chunk_bytes(c) == 0) continue;
-      uint64_t res = tm_migrate_resident(c);
-      s->resident[t] += res;
-      /* Pages back in a chunk reclaim paged out: the program used it since.
-       * The one access the allocator sees; it makes the chunk young, so a
-       * working set is not paged out again and again. */
-      uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
-      if ((f & TM_CHUNK_PAGED) && res > 0) {
-        atomic_store_explicit(&c->flags, (uint8_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
-        tm_hotness_touch(c);
+    for (uintptr_t w = tm_range_lo(i); w < tm_range_end(i); w += TM_MIGRATE_RUN * TM_CHUNK_SIZE) {
+      /* A window of chunks, measured with one mincore if any has bytes. */
+      tm_chunk_t *c0 = tm_chunk_of((void *)w);
+      uintptr_t left = (tm_range_end(i) - w + TM_CHUNK_SIZE - 1) >> TM_CHUNK_SHIFT;
+      unsigned n = left < TM_MIGRATE_RUN ? (unsigned)left : TM_MIGRATE_RUN;
+      uint64_t res[TM_MIGRATE_RUN];
+      bool any = false;
+      for (unsigned k = 0; k < n && !any; k++) any = tm_chunk_bytes(c0 + k) != 0;
+      if (any) tm_migrate_resident_run(c0, n, res);
+      for (unsigned k = 0; k < n; k++) {
+        tm_chunk_t *c = c0 + k;
+        unsigned t = tm_chunk_tier(c);
+        s->boundaries += t != prev;
+        prev = t;
+        if (tm_chunk_bytes(c) == 0) continue;
+        s->resident[t] += res[k];
+        if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_BASE))
+          s->budgeted[t] += res[k];
+        /* Pages back in a chunk reclaim paged out: the program used it since.
+         * The one access the allocator sees; it makes the chunk young, so a
+         * working set is not paged out again and again. */
+        uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
+        if ((f & TM_CHUNK_PAGED) && res[k] > 0) {
+          atomic_store_explicit(&c->flags, (uint8_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
+          tm_hotness_touch(c);
+        }
+        if (!rc_movable(c)) continue;
+        s->movable[t] += res[k];
+        s->hist[t][rc_bucket(tm_hotness_age(c))]++;
+        if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
+            s->nstray < sizeof s->stray / sizeof s->stray[0])
+          s->stray[s->nstray++] = c;
       }
-      if (!rc_movable(c)) continue;
-      s->movable[t] += res;
-      s->hist[t][rc_bucket(tm_hotness_age(c))]++;
-      if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
-          s->nstray < sizeof s->stray / sizeof s->stray[0])
-        s->stray[s->nstray++] = c;
     }
   }
 }
@@ -340,12 +374,51 @@ static uint64_t rc_shared_excess(unsigned t, const uint64_t *anon, const rc_scan
   return (uint64_t)((unsigned __int128)(all - limit) * mine / all);
 }
 
+static void rc_held_close(void)
+{
+  for (unsigned k = 0; k < RC_HELD; k++) {
+    struct stat st;
+    if (rc_held[k].fd >= 0 && fstat(rc_held[k].fd, &st) == 0 && st.st_dev == rc_held[k].dev &&
+        st.st_ino == rc_held[k].ino)
+      close(rc_held[k].fd);
+    rc_held[k].fd = -1;
+  }
+}
+
+/* Opens the held files of the process's cgroup (v2), after each derive: the
+ * cgroup may have changed. */
+static void rc_held_open(void)
+{
+  rc_held_close();
+  if (rc.budgets.cgroup.version != TM_CGROUP_V2) return;
+  for (unsigned k = 0; k < RC_HELD; k++) {
+    char path[TM_KFILE_PATH_MAX];
+    struct stat st;
+    int fd = rc_cgroup_path(rc_held_names[k], path) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd >= 0 && fstat(fd, &st) != 0) {
+      close(fd);
+      fd = -1;
+    }
+    rc_held[k].fd = fd;
+    rc_held[k].dev = fd >= 0 ? st.st_dev : 0;
+    rc_held[k].ino = fd >= 0 ? st.st_ino : 0;
+  }
+}
+
 /* A cgroup v2 value file of the process's cgroup: digits, or "max". */
 static bool rc_cgroup_value(const char *file, uint64_t *v)
 {
   char path[TM_KFILE_PATH_MAX], buf[32];
+  int len = -1;
+  for (unsigned k = 0; k < RC_HELD; k++) {
+    if (strcmp(file, rc_held_names[k]) != 0 || rc_held[k].fd < 0) continue;
+    ssize_t n = pread(rc_held[k].fd, buf, sizeof buf, 0);
+    if (n > 0 && (size_t)n < sizeof buf && tm_cgroup_parse_value(buf, (int)n, false, v) == NULL)
+      return true;
+    return false;   /* gone (the cgroup was removed) or not ours any more: derive again */
+  }
   if (!rc_cgroup_path(file, path)) return false;
-  int len = tm_kfile_read(path, buf, sizeof buf);
+  len = tm_kfile_read(path, buf, sizeof buf);
   return len > 0 && tm_cgroup_parse_value(buf, len, false, v) == NULL;
 }
 
@@ -424,6 +497,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, b
           continue;
         }
         if (tight && !rc_next_to(c, t + 1)) continue;
+        uint64_t bytes = tm_chunk_bytes(c);
         int err = tm_migrate_chunk(c, t + 1, &n);
         if (err == EBUSY) continue;
         if (err != 0) {
@@ -439,25 +513,25 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, b
         s->hist[t][b]--;
         s->hist[t + 1][0]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
-        done += TM_CHUNK_SIZE;
+        /* What it took off the tier, counted as the budget counts it or as
+         * the pages it moved, whichever is more. */
+        done += n.moved > bytes ? n.moved : bytes;
       }
     }
   }
   return done;
 }
 
-/* Bytes to demote from tier t now. */
-static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t resident,
-                               uint64_t *room, bool *over)
+/* Bytes to demote from tier t now. used: what the tier holds, the larger of
+ * its committed bytes (placement's figure, live) and its pages as measured
+ * (commits into chunks already placed, and huge pages over their uncommitted
+ * parts, can put the pages above). resident: its pages in chunks reclaim may
+ * move, the figure protection is measured in. extra: bytes of pages this
+ * process answers for of the cgroup's excess. */
+static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t used,
+                               uint64_t resident, uint64_t *room, bool *over)
 {
   *room = UINT64_MAX;
-  /* resident: the tier's pages in chunks reclaim may move (start-up
-   * metadata is out of the budgets), the figure protection is measured in:
-   * a tier's used counts whole chunks, more than their pages. */
-  /* extra: bytes of pages this process answers for of the cgroup's excess
-   * (a figure in pages, like the cgroup's: it is not added to used, which
-   * counts whole chunks and would make it pay for their unused parts too). */
-  uint64_t used = tm_policy_used(t);
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
   uint64_t hyst = rc_hysteresis(high == TM_BUDGET_UNLIMITED ? 0 : high);
@@ -466,7 +540,7 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   bool shrt = false, shrt_known = false;
   uint64_t want = 0;
   const uint64_t mask = TM_CHUNK_SIZE - 1;
-  if (max != TM_BUDGET_UNLIMITED && used > max) want = (used - max + mask) & ~mask;   /* at once */
+  if (max != TM_BUDGET_UNLIMITED && used > max) want = used - max;   /* at once */
   if (rc.draining[t] && high != TM_BUDGET_UNLIMITED) {
     if (rc.mode == RC_PRESSURE) {
       shrt = rc_short(t);
@@ -475,16 +549,16 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
     if (rc.mode == RC_ALWAYS || shrt) {
       uint64_t target = high > hyst ? high - hyst : 0;
       uint64_t more = used > target ? used - target : 0;
-      /* Whole chunks, as far as the rate allows. */
+      /* As far as the rate allows, in whole chunks. */
       if (more > want) {
-        uint64_t step = (more - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
+        uint64_t step = more - want, cap = rc.allowance[t] & ~mask;
         want += step < cap ? step : cap;
       }
     }
     if (used <= (high > hyst ? high - hyst : 0)) rc.draining[t] = false;
   }
   if (extra > want) {
-    uint64_t step = (extra - want + mask) & ~mask, cap = rc.allowance[t] & ~mask;
+    uint64_t step = extra - want, cap = rc.allowance[t] & ~mask;
     want += step < cap ? step : cap;
   }
   if (want == 0) return 0;
@@ -514,21 +588,30 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
   return s->movable[t] > floor ? s->movable[t] - floor : 0;
 }
 
-/* The budgets should be derived again: RECLAIM_PERIOD_MAX_MS has passed, or
- * the cgroup's own memory.high or memory.max changed (two small reads, each
- * wake; deriving reads every limit file of every ancestor). */
+/* The budgets should be derived again: RC_REFRESH periods have passed, or
+ * the cgroup's own memory.high or memory.max changed (or cannot be read any
+ * more). Two preads while the cgroup has them. */
 static bool rc_budgets_stale(uint64_t now)
 {
-  bool stale = now - rc.refreshed_ns >= rc.period_max;
-  if (rc.budgets.cgroup.version == TM_CGROUP_V2) {
+  bool stale = now - rc.refreshed_ns >= RC_REFRESH * rc.period_max;
+  if (rc.cg_watch) {
     uint64_t v[2] = { 0, 0 };
-    rc_cgroup_value("memory.high", &v[0]);
-    rc_cgroup_value("memory.max", &v[1]);
-    stale |= v[0] != rc.cg_seen[0] || v[1] != rc.cg_seen[1];
-    rc.cg_seen[0] = v[0];
-    rc.cg_seen[1] = v[1];
+    stale |= !rc_cgroup_value("memory.high", &v[0]) || !rc_cgroup_value("memory.max", &v[1]) ||
+             v[0] != rc.cg_seen[0] || v[1] != rc.cg_seen[1];
   }
   return stale;
+}
+
+/* The budgets again, and the cgroup files watched from now on. */
+static void rc_refresh(uint64_t now)
+{
+  tm_budget_refresh_now();
+  tm_budget_snapshot(&rc.budgets);
+  rc.refreshed_ns = now;
+  rc_held_open();
+  rc.cg_watch = rc_held[0].fd >= 0 && rc_held[1].fd >= 0 &&
+                rc_cgroup_value("memory.high", &rc.cg_seen[0]) &&
+                rc_cgroup_value("memory.max", &rc.cg_seen[1]);
 }
 
 /* Bytes to page out of the lowest tier, whose resident bytes are `resident`:
@@ -573,18 +656,41 @@ static bool rc_due(uint64_t now)
          (rc_lowest_excess(rc.lowest_resident) > 0 || rc_cgroup_near(&cur, &over));
 }
 
+/* Adds the thread's CPU time since the last call to reclaim_cpu_ns: the
+ * passes and the wait between them (waking and sleeping cost CPU too, most
+ * of it while idle), read once a wake. */
+static void rc_cpu_account(void)
+{
+  uint64_t c = rc_now(CLOCK_THREAD_CPUTIME_ID);
+  if (rc.cpu_seen && c > rc.cpu_seen) rc_add(&rc_cpu_ns, c - rc.cpu_seen);
+  rc.cpu_seen = c;
+}
+
+/* How long the thread may sleep now: RECLAIM_PERIOD_MIN_MS while a tier is
+ * over a watermark; otherwise until the next full pass is due, waking four
+ * times a period (at least every RECLAIM_PERIOD_MIN_MS) while the cgroup's
+ * own limits are watched. Nothing else can cross a limit between passes:
+ * new memory never lands above high. */
+static uint64_t rc_wait(uint64_t now)
+{
+  if (rc.period == rc.period_min) return rc.period_min;
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++)
+    if (rc.draining[t]) return rc.period_min;
+  uint64_t next = rc.last_full_ns + rc.period;
+  uint64_t wait = next > now + rc.period_min ? next - now : rc.period_min;
+  uint64_t watch = rc.period / 4 > rc.period_min ? rc.period / 4 : rc.period_min;
+  return rc.cg_watch && watch < wait ? watch : wait;
+}
+
 uint64_t tm_reclaim_pass(void)
 {
-  uint64_t cpu0 = rc_now(CLOCK_THREAD_CPUTIME_ID), now = rc_now(CLOCK_MONOTONIC);
+  uint64_t now = rc_now(CLOCK_MONOTONIC);
+  if (!rc.cpu_seen) rc.cpu_seen = rc_now(CLOCK_THREAD_CPUTIME_ID);
   tm_hotness_tick();
-  if (rc_budgets_stale(now)) {
-    tm_budget_refresh_now();
-    tm_budget_snapshot(&rc.budgets);
-    rc.refreshed_ns = now;
-  }
+  if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
-    rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
-    return rc.period_min;
+    rc_cpu_account();
+    return rc_wait(now);
   }
   uint64_t elapsed = rc.last_full_ns ? now - rc.last_full_ns : rc.period_min;
   rc.last_full_ns = now;
@@ -608,7 +714,9 @@ uint64_t tm_reclaim_pass(void)
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
     uint64_t room;
-    uint64_t want = rc_demote_want(t, elapsed, extra, s.movable[t], &room, &over);
+    uint64_t used = tm_policy_used(t);
+    if (s.budgeted[t] > used) used = s.budgeted[t];
+    uint64_t want = rc_demote_want(t, elapsed, extra, used, s.movable[t], &room, &over);
     if (want == 0) continue;
     uint64_t done = rc_act(&s, t, want, room, false);
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
@@ -643,14 +751,15 @@ uint64_t tm_reclaim_pass(void)
                         memory_order_relaxed);
   rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);
-  rc_add(&rc_cpu_ns, rc_now(CLOCK_THREAD_CPUTIME_ID) - cpu0);
-  return rc.period_min;
+  rc_cpu_account();
+  return rc_wait(now);
 }
 
 void tm_reclaim_stopped(void)
 {
   atomic_store_explicit(&rc_state, TIER_RECLAIM_STOPPED, memory_order_relaxed);
   rc.last_full_ns = 0;
+  rc.cpu_seen = 0;
 }
 
 void tm_reclaim_stats(tier_stats_t *s)
