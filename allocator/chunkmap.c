@@ -89,7 +89,8 @@ bool tm_chunk_reserve(unsigned t, uint32_t n, uint64_t limit)
 {
   int64_t cur = atomic_load_explicit(&chunk_bytes[t], memory_order_relaxed);
   do {
-    if ((cur > 0 ? (uint64_t)cur : 0) + n > limit) return false;   /* < 0: a reader between two updates */
+    /* < 0: read between two updates. */
+    if (limit != UINT64_MAX && (cur > 0 ? (uint64_t)cur : 0) + TM_CHUNK_SIZE > limit) return false;
   } while (!atomic_compare_exchange_weak_explicit(&chunk_bytes[t], &cur, cur + n,
                                                   memory_order_relaxed, memory_order_relaxed));
   atomic_fetch_add_explicit(&chunk_charged[t], 1, memory_order_relaxed);

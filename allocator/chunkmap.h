@@ -13,10 +13,10 @@
  * Per tier (current), the map keeps two live figures, both of which shrink
  * when memory is given back: committed bytes, the figure budgets are checked
  * in, and charged chunks (chunks with any committed byte). A chunk is placed
- * on a tier only while the tier's committed bytes, with the chunk's first
- * ones, stay within its budget; later commits into a chunk already placed
- * are not checked (they cannot go elsewhere), and reclaim takes back what
- * they put over. Counting whole chunks instead left a heap of 1 MiB blocks
+ * on a tier only while the tier's committed bytes and a whole chunk fit in
+ * its budget, so a tier filled in order never passes it; commits into a
+ * chunk placed earlier are not checked (they cannot go elsewhere), and
+ * reclaim takes back what they put over. Counting whole chunks instead left a heap of 1 MiB blocks
  * at 93-96 % of its budget in pages: each of jemalloc's grown regions ends in
  * a chunk it only half uses.
  */
@@ -85,8 +85,8 @@ uintptr_t tm_chunk_addr(const tm_chunk_t *c);
 bool tm_chunk_commit_bytes(tm_chunk_t *c, uint32_t n);
 
 /* Reserves the charge of a chunk about to be placed on tier t with its first
- * n committed bytes, if t's committed bytes then are at most `limit`
- * (atomically: concurrent reservations never pass it). */
+ * n committed bytes, if t's committed bytes and a whole chunk are at most
+ * `limit` (atomically: concurrent reservations never pass it). */
 bool tm_chunk_reserve(unsigned t, uint32_t n, uint64_t limit);
 /* Gives back a reservation that was not used. */
 void tm_chunk_unreserve(unsigned t, uint32_t n);

@@ -463,12 +463,33 @@ static bool rc_next_to(tm_chunk_t *c, unsigned to)
   return a + TM_CHUNK_SIZE < tm_range_end(i) && tm_chunk_tier(c + 1) == to;
 }
 
+/* What protection lets leave a tier, in both of the figures a tier's hold
+ * is measured in: resident pages of its movable chunks, and committed bytes
+ * (used). UINT64_MAX: no bound. */
+typedef struct rc_room_s {
+  uint64_t pages, bytes;
+} rc_room_t;
+
+static const rc_room_t rc_no_bound = { UINT64_MAX, UINT64_MAX };
+
+/* Takes a chunk of `res` resident and `bytes` committed bytes out of *room;
+ * false, leaving it as it was, when either does not fit. */
+static bool rc_room_take(rc_room_t *room, uint64_t res, uint64_t bytes)
+{
+  if ((room->pages != UINT64_MAX && res > room->pages) ||
+      (room->bytes != UINT64_MAX && bytes > room->bytes))
+    return false;
+  if (room->pages != UINT64_MAX) room->pages -= res;
+  if (room->bytes != UINT64_MAX) room->bytes -= bytes;
+  return true;
+}
+
 /* Demotes the coldest movable chunks of tier t to t+1, or pages out the
- * coldest of t (pageout), until `want` bytes are done (chunks for demotion,
- * pages for pageout), taking no more than `room` bytes of resident pages off
- * the tier (protection: a chunk with more is passed over). Returns the
+ * coldest of t (pageout), until `want` bytes are done (as used or as pages,
+ * whichever a chunk frees more of, for demotion; pages for pageout), within
+ * `room` (protection: a chunk that does not fit is passed over). Returns the
  * bytes done. */
-static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, bool pageout)
+static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, bool pageout)
 {
   uint64_t done = 0;
   bool tight = s->boundaries >= rc.vma_limit;
@@ -480,10 +501,10 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, b
         if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_bucket(tm_hotness_age(c)) != b)
           continue;
         tm_migrate_counts_t n = {0};
-        if (room != UINT64_MAX) {
-          uint64_t res = tm_migrate_resident(c);
-          if (res > room) continue;
-          room -= res;
+        if (room.pages != UINT64_MAX || room.bytes != UINT64_MAX) {
+          if (!rc_room_take(&room, room.pages != UINT64_MAX ? tm_migrate_resident(c) : 0,
+                            tm_chunk_bytes(c)))
+            continue;
         }
         if (pageout) {
           if (tm_migrate_pageout(c, &n) != 0) continue;
@@ -529,9 +550,9 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, uint64_t room, b
  * move, the figure protection is measured in. extra: bytes of pages this
  * process answers for of the cgroup's excess. */
 static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t used,
-                               uint64_t resident, uint64_t *room, bool *over)
+                               uint64_t resident, rc_room_t *room, bool *over)
 {
-  *room = UINT64_MAX;
+  *room = rc_no_bound;
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
   uint64_t hyst = rc_hysteresis(high == TM_BUDGET_UNLIMITED ? 0 : high);
@@ -569,8 +590,12 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
     if (!shrt) floor = low;
   }
   if (floor > 0) {
-    if (resident <= floor) return 0;
-    *room = resident - floor;   /* pages that may leave; rc_act keeps to it */
+    /* Neither its pages nor its used go below the floor: a chunk's pages can
+     * be more than its committed bytes (a huge page) or fewer (untouched). */
+    uint64_t committed = tm_policy_used(t);
+    if (resident <= floor || committed <= floor) return 0;
+    room->pages = resident - floor;
+    room->bytes = committed - floor;
   }
   if (want == 0) return 0;
   *over = true;
@@ -713,7 +738,7 @@ uint64_t tm_reclaim_pass(void)
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
-    uint64_t room;
+    rc_room_t room;
     uint64_t used = tm_policy_used(t);
     if (s.budgeted[t] > used) used = s.budgeted[t];
     uint64_t want = rc_demote_want(t, elapsed, extra, used, s.movable[t], &room, &over);
@@ -737,10 +762,11 @@ uint64_t tm_reclaim_pass(void)
     if (out > rc.pageout_allowance) out = rc.pageout_allowance;
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
-    uint64_t done = out ? rc_act(&s, last, out, rc_pageable(&s, last), true) : 0;
+    rc_room_t room = { rc_pageable(&s, last), UINT64_MAX };
+    uint64_t done = out ? rc_act(&s, last, out, room, true) : 0;
     for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) {
-      uint64_t room = rc_pageable(&s, t);
-      if (room) done += rc_act(&s, t, whole - done, room, true);
+      room.pages = rc_pageable(&s, t);
+      if (room.pages) done += rc_act(&s, t, whole - done, room, true);
     }
     rc.pageout_allowance = rc.pageout_allowance > done ? rc.pageout_allowance - done : 0;
     rc.lowest_resident = rc.lowest_resident > done ? rc.lowest_resident - done : 0;

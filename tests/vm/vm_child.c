@@ -7,7 +7,7 @@
  *
  *   tiers:  tier_count(), and for each tier its nodes (tier_stats_get) and
  *           the node that move_pages reports for 4 MiB from tier_malloc.
- *   budget: 64 x 1 MiB malloc'd and touched; for each tier, how many blocks
+ *   budget: 64 x 1 MiB malloc'd and touched, reclaim settled (child_settle); for each tier, how many blocks
  *           tier_of() puts there, and on which nodes the pages are of every
  *           part of a block that tier_of() puts there (a block can straddle
  *           two 2 MiB chunks of different tiers); the stats' mapped, used
@@ -15,8 +15,8 @@
  *   thp:    a heap of VMTEST_THP_MIB MiB of 1 KiB mallocs, touched; the
  *           bytes of huge pages in tiermalloc's mappings (smaps).
  *   heap:   VMTEST_HEAP_MIB MiB (200) of malloc in blocks of VMTEST_BLOCK_MIB
- *           MiB (1), touched (vm_touch), the first malloc of the mode; then
- *           the stats of every tier with its budget, and per tier the pages
+ *           MiB (1), touched (vm_touch), the first malloc of the mode; reclaim
+ *           settled (child_settle); then the stats of every tier with its budget, and per tier the pages
  *           (move_pages) of every 2 MiB-chunk part of a block that tier_of()
  *           puts there; with VMTEST_PARTS set, one line per part too; the
  *           tiered bytes per node of /proc/self/numa_maps. With VMTEST_HOLD
@@ -54,6 +54,23 @@ static void child_tiers(void)
   }
 }
 
+/* Waits until the reclaim thread has made two passes since the heap was
+ * written and is idle (or there is none), at most 8 s: placement fills a
+ * tier in committed bytes, and reclaim then takes back what huge pages put
+ * over in pages. The figures printed are those it holds. */
+static void child_settle(void)
+{
+  tier_stats_t s;
+  if (tier_stats_get(&s, sizeof s) != 0 || s.reclaim_state == TIER_RECLAIM_STOPPED) return;
+  uint64_t p0 = s.reclaim_passes;
+  for (int i = 0; i < 160; i++) {
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    if (tier_stats_get(&s, sizeof s) != 0) return;
+    if (s.reclaim_passes >= p0 + 2 && s.reclaim_state == TIER_RECLAIM_IDLE) return;
+  }
+}
+
 static void child_budget(void)
 {
   enum { CHUNKS = 64 };
@@ -66,6 +83,9 @@ static void child_budget(void)
     keep[i] = malloc(len);
     if (!keep[i]) { printf("error=malloc\n"); return; }
     vm_touch(keep[i], len);
+  }
+  child_settle();
+  for (int i = 0; i < CHUNKS; i++) {
     int t = tier_of(keep[i]);
     if (t < 0 || t >= TIER_MAX_TIERS) { none++; continue; }
     chunks[t]++;
@@ -183,6 +203,7 @@ static void child_heap(void)
     vm_touch(keep[i], block);
     if (tier_of(keep[i]) == TIER_NONE) untiered++;
   }
+  child_settle();
   static child_parts_t c;
   int parts = getenv("VMTEST_PARTS") != NULL;
   for (size_t i = 0; i < n; i++) child_count_parts(keep[i], block, &c, parts);
@@ -311,9 +332,13 @@ static void child_phases(void)
         if (want == 0 && t == 0) {
           /* Wholly on tier 0 because it fits a hole in chunks that were on
            * tier 0 already (first fit reuses freed blocks), or because new
-           * chunks went there: only these charge tier 0 more. */
+           * chunks went there. Both charge tier 0 more (used counts committed
+           * bytes), but new chunks go there only while its budget has room
+           * over what it held: only then is it the budget that let it in. */
           if (tier_stats_get(&s, sizeof s) != 0) { printf("error=stats\n"); return; }
-          if (s.tier[0].used > used0) { got = t; break; }
+          uint64_t now = s.tier[0].budget.high < s.tier[0].budget.max ? s.tier[0].budget.high
+                                                                       : s.tier[0].budget.max;
+          if (s.tier[0].used > used0 && now > used0) { got = t; break; }
           holes++;
         }
         kept[nkept] = p;
