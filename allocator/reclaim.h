@@ -4,22 +4,27 @@
  * migrate.c moves and verifies; hotness.c says what is cold; background.c
  * runs the passes on the library's reclaim thread.
  *
- * It wakes every RECLAIM_PERIOD_MIN_MS, re-reads the budgets and checks the
- * counters (a tier's used against its high and max, the cgroup's
- * memory.current against its limit): a crossed limit is seen within that.
- * A full pass runs when one is, or when the period has passed (the min
- * while a tier is over a watermark, doubling up to RECLAIM_PERIOD_MAX_MS
- * while none is). A full pass:
+ * A full pass runs every period: RECLAIM_PERIOD_MIN_MS while a tier is over
+ * a watermark, doubling up to RECLAIM_PERIOD_MAX_MS while none is. Between
+ * passes the thread wakes only to watch the cgroup's own memory.high and
+ * memory.max (held open, read with pread; four times a period, at least
+ * every RECLAIM_PERIOD_MIN_MS), so a lowered limit is seen within a
+ * quarter period; the budgets are derived again when they change, and at
+ * least every RC_REFRESH periods (ancestors, a move to another cgroup). Each
+ * wake also checks the counters (a tier's used against its high and max,
+ * the cgroup's memory.current against its limit). A full pass:
  *   - measures, per chunk, its tier, its commit age and its resident pages
- *     (mincore), summed per tier;
- *   - for each tier but the lowest, top first, compares `used` (charged
- *     chunks, what placement counts) with the limits:
+ *     (mincore, 16 chunks a call), summed per tier;
+ *   - for each tier but the lowest, top first, compares what it holds (the
+ *     larger of `used`, its committed bytes, and its pages as measured) with
+ *     the limits:
  *       above max: demotes the coldest chunks to the next tier down until
- *         used <= max, at once;
+ *         it holds <= max, at once;
  *       above high (mode always; mode pressure only while the tier's nodes
- *         are short of free memory): demotes until used <= high - hysteresis,
- *         at most RECLAIM_RATE bytes a second;
- *       never below min; below low only while the nodes are short;
+ *         are short of free memory): demotes until it holds <= high -
+ *         hysteresis, at most RECLAIM_RATE bytes a second;
+ *       never below min (neither its pages nor its used); below low only
+ *         while the nodes are short;
  *     what a tier receives counts on it in the same pass, so an overfull
  *     middle tier passes its coldest on down;
  *   - shares a cgroup's budget with the other processes in it: when the
