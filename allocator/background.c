@@ -14,6 +14,7 @@
 #include "options.h"
 #include "range.h"
 #include "reclaim.h"
+#include "watch.h"
 
 enum { BG_AUTO, BG_ON, BG_OFF };   /* TIERMALLOC_BACKGROUND_THREAD */
 static atomic_bool bg_running;
@@ -54,10 +55,19 @@ static void *rc_main(void *arg)
 {
   (void)arg;
   prctl(PR_SET_NAME, TM_RECLAIM_THREAD_NAME);
+  /* Sleeps in tm_watch_wait while it can (a write to the cgroup's limits
+   * wakes it, and so does rc_stop_and_join); on the condition variable
+   * otherwise. */
+  bool watching = tm_watch_start();
   pthread_mutex_lock(&rc_mu);
   while (!rc_stop) {
     pthread_mutex_unlock(&rc_mu);
     uint64_t wait = tm_reclaim_pass();
+    if (watching && tm_watch_wait(wait) >= 0) {
+      pthread_mutex_lock(&rc_mu);
+      continue;
+    }
+    watching = false;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     ts.tv_sec += (time_t)(wait / 1000000000u);
@@ -71,6 +81,7 @@ static void *rc_main(void *arg)
     }
   }
   pthread_mutex_unlock(&rc_mu);
+  tm_watch_stop();
   tm_reclaim_stopped();
   return NULL;
 }
@@ -109,7 +120,19 @@ static void rc_stop_and_join(void)
   rc_stop = true;
   pthread_cond_signal(&rc_cv);
   pthread_mutex_unlock(&rc_mu);
-  pthread_join(rc_thread, NULL);
+  /* Kicked again while it has not ended: a kick can miss (watch.h reads
+   * the watch set racily), and the thread may sleep for a whole period. */
+  for (;;) {
+    tm_watch_kick();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 50 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000L;
+    }
+    if (pthread_timedjoin_np(rc_thread, NULL, &ts) != ETIMEDOUT) break;
+  }
   atomic_store_explicit(&rc_running, false, memory_order_relaxed);
 }
 
@@ -181,6 +204,7 @@ void tm_background_postfork_child(void)
   pthread_mutex_init(&rc_mu, NULL);
   bool rc_ran = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed);
   rc_cv_ok = false;
+  tm_watch_stop();   /* the parent's instance: the child's thread makes its own */
   tm_reclaim_postfork_child();
   /* The forking thread is the child's only one: it starts the reclaim thread
    * again on its way out of its next allocation. */

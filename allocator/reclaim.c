@@ -18,6 +18,7 @@
 #include "policy.h"
 #include "range.h"
 #include "text.h"
+#include "watch.h"
 
 enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
 #define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
@@ -60,6 +61,7 @@ static struct {
   uint64_t lowest_resident;                    /* the lowest tier's, as last measured */
   uint64_t cg_seen[2];                         /* the cgroup's memory.high, .max then */
   bool cg_watch;                               /* they can be read: checked each wake */
+  bool notified;                               /* and a write to them wakes the thread (watch.h) */
   uint64_t cpu_seen;                           /* the thread's CPU clock at the last account */
   bool swap_said;
   tm_budgets_t budgets;                        /* this pass's, with the cgroup's paths */
@@ -618,7 +620,7 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
  * more). Two preads while the cgroup has them. */
 static bool rc_budgets_stale(uint64_t now)
 {
-  bool stale = now - rc.refreshed_ns >= RC_REFRESH * rc.period_max;
+  bool stale = rc.refreshed_ns == 0 || now - rc.refreshed_ns >= RC_REFRESH * rc.period_max;
   if (rc.cg_watch) {
     uint64_t v[2] = { 0, 0 };
     stale |= !rc_cgroup_value("memory.high", &v[0]) || !rc_cgroup_value("memory.max", &v[1]) ||
@@ -637,6 +639,10 @@ static void rc_refresh(uint64_t now)
   rc.cg_watch = rc_held[0].fd >= 0 && rc_held[1].fd >= 0 &&
                 rc_cgroup_value("memory.high", &rc.cg_seen[0]) &&
                 rc_cgroup_value("memory.max", &rc.cg_seen[1]);
+  char high[TM_KFILE_PATH_MAX], max[TM_KFILE_PATH_MAX];
+  const char *const files[] = { high, max };
+  rc.notified = rc.cg_watch && rc_cgroup_path("memory.high", high) &&
+                rc_cgroup_path("memory.max", max) && tm_watch_files(files, 2);
 }
 
 /* Bytes to page out of the lowest tier, whose resident bytes are `resident`:
@@ -692,10 +698,11 @@ static void rc_cpu_account(void)
 }
 
 /* How long the thread may sleep now: RECLAIM_PERIOD_MIN_MS while a tier is
- * over a watermark; otherwise until the next full pass is due, waking four
- * times a period (at least every RECLAIM_PERIOD_MIN_MS) while the cgroup's
- * own limits are watched. Nothing else can cross a limit between passes:
- * new memory never lands above high. */
+ * over a watermark; otherwise until the next full pass is due. While the
+ * cgroup's own limits are read at each wake and a write to them cannot wake
+ * the thread (no inotify), it wakes four times a period (at least every
+ * RECLAIM_PERIOD_MIN_MS) to read them. Nothing else can cross a limit
+ * between passes: new memory never lands above high. */
 static uint64_t rc_wait(uint64_t now)
 {
   if (rc.period == rc.period_min) return rc.period_min;
@@ -704,7 +711,8 @@ static uint64_t rc_wait(uint64_t now)
   uint64_t next = rc.last_full_ns + rc.period;
   uint64_t wait = next > now + rc.period_min ? next - now : rc.period_min;
   uint64_t watch = rc.period / 4 > rc.period_min ? rc.period / 4 : rc.period_min;
-  return rc.cg_watch && watch < wait ? watch : wait;
+  bool woken = rc.notified && tm_watch_active();
+  return rc.cg_watch && !woken && watch < wait ? watch : wait;
 }
 
 uint64_t tm_reclaim_pass(void)
@@ -786,6 +794,7 @@ void tm_reclaim_stopped(void)
   atomic_store_explicit(&rc_state, TIER_RECLAIM_STOPPED, memory_order_relaxed);
   rc.last_full_ns = 0;
   rc.cpu_seen = 0;
+  rc.refreshed_ns = 0;   /* a new thread derives them again, and watches the files anew */
 }
 
 void tm_reclaim_stats(tier_stats_t *s)
