@@ -545,14 +545,15 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
   return done;
 }
 
-/* Bytes to demote from tier t now. used: what the tier holds, the larger of
- * its committed bytes (placement's figure, live) and its pages as measured
- * (commits into chunks already placed, and huge pages over their uncommitted
- * parts, can put the pages above). resident: its pages in chunks reclaim may
- * move, the figure protection is measured in. extra: bytes of pages this
- * process answers for of the cgroup's excess. */
+/* Bytes to demote from tier t now. used: its committed bytes (placement's
+ * figure, live), what high is held in; held: the larger of used and its
+ * pages as measured, what max is held in (huge pages over chunks'
+ * uncommitted parts can put the pages above used: the hard limit takes that
+ * back, the soft one does not drain a hysteresis for it). resident: its
+ * pages in chunks reclaim may move, the figure protection is measured in.
+ * extra: bytes of pages this process answers for of the cgroup's excess. */
 static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t used,
-                               uint64_t resident, rc_room_t *room, bool *over)
+                               uint64_t held, uint64_t resident, rc_room_t *room, bool *over)
 {
   *room = rc_no_bound;
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
@@ -563,7 +564,7 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   bool shrt = false, shrt_known = false;
   uint64_t want = 0;
   const uint64_t mask = TM_CHUNK_SIZE - 1;
-  if (max != TM_BUDGET_UNLIMITED && used > max) want = used - max;   /* at once */
+  if (max != TM_BUDGET_UNLIMITED && held > max) want = held - max;   /* at once */
   if (rc.draining[t] && high != TM_BUDGET_UNLIMITED) {
     if (rc.mode == RC_PRESSURE) {
       shrt = rc_short(t);
@@ -748,8 +749,8 @@ uint64_t tm_reclaim_pass(void)
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
     rc_room_t room;
     uint64_t used = tm_policy_used(t);
-    if (s.budgeted[t] > used) used = s.budgeted[t];
-    uint64_t want = rc_demote_want(t, elapsed, extra, used, s.movable[t], &room, &over);
+    uint64_t held = s.budgeted[t] > used ? s.budgeted[t] : used;
+    uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over);
     if (want == 0) continue;
     uint64_t done = rc_act(&s, t, want, room, false);
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;

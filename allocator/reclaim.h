@@ -6,18 +6,19 @@
  *
  * A full pass runs every period: RECLAIM_PERIOD_MIN_MS while a tier is over
  * a watermark, doubling up to RECLAIM_PERIOD_MAX_MS while none is. Between
- * passes the thread wakes only to watch the cgroup's own memory.high and
- * memory.max (held open, read with pread; four times a period, at least
- * every RECLAIM_PERIOD_MIN_MS), so a lowered limit is seen within a
- * quarter period; the budgets are derived again when they change, and at
- * least every RC_REFRESH periods (ancestors, a move to another cgroup). Each
- * wake also checks the counters (a tier's used against its high and max,
- * the cgroup's memory.current against its limit). A full pass:
+ * passes the thread sleeps until a write to the cgroup's own memory.high or
+ * memory.max wakes it (watch.h; without inotify it wakes four times a
+ * period to read them, held open, with pread); the budgets are derived again
+ * when they change, and at least every RC_REFRESH periods (ancestors, a move
+ * to another cgroup). Each wake also checks the counters (a tier's used
+ * against its high and max, the cgroup's memory.current against its limit).
+ * A full pass:
  *   - measures, per chunk, its tier, its commit age and its resident pages
  *     (mincore, 16 chunks a call), summed per tier;
- *   - for each tier but the lowest, top first, compares what it holds (the
- *     larger of `used`, its committed bytes, and its pages as measured) with
- *     the limits:
+ *   - for each tier but the lowest, top first, compares `used` (its
+ *     committed bytes) with high, and what it holds (the larger of used and
+ *     its pages as measured: huge pages can cover uncommitted parts) with
+ *     max:
  *       above max: demotes the coldest chunks to the next tier down until
  *         it holds <= max, at once;
  *       above high (mode always; mode pressure only while the tier's nodes
