@@ -63,7 +63,9 @@ static void *rc_main(void *arg)
   while (!rc_stop) {
     pthread_mutex_unlock(&rc_mu);
     uint64_t wait = tm_reclaim_pass();
-    if (watching && tm_watch_wait(wait) >= 0) {
+    int woke = watching ? tm_watch_wait(wait) : -1;
+    if (woke >= 0) {
+      if (woke) tm_reclaim_woken();
       pthread_mutex_lock(&rc_mu);
       continue;
     }

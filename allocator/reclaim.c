@@ -23,10 +23,13 @@
 enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
 #define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
 #define RC_MS 1000000ull
-/* The budgets are derived again at least every RC_REFRESH periods (the
- * ancestors' limits, a move to another cgroup, the nodes' sizes); the
- * cgroup's own limits are watched each wake. */
-#define RC_REFRESH 10u
+/* The budgets are derived again at least every RC_REFRESH periods (a move
+ * to another cgroup, the nodes' sizes, and the limits of ancestors above
+ * RC_WATCH_LEVELS), or RC_REFRESH_POLLED while no write can wake the thread
+ * (the ancestors' limits are then seen only so). */
+#define RC_REFRESH 60u
+#define RC_REFRESH_POLLED 10u
+#define RC_WATCH_LEVELS 4u   /* the cgroup and its three nearest ancestors */
 
 /* The cgroup files read at every wake, kept open and read with pread: under
  * TCG, opening a cgroup file costs about 0.5 ms, and two opens ten times a
@@ -621,13 +624,46 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
  * more). Two preads while the cgroup has them. */
 static bool rc_budgets_stale(uint64_t now)
 {
-  bool stale = rc.refreshed_ns == 0 || now - rc.refreshed_ns >= RC_REFRESH * rc.period_max;
+  uint64_t every = (rc.notified && tm_watch_active() ? RC_REFRESH : RC_REFRESH_POLLED) * rc.period_max;
+  bool stale = rc.refreshed_ns == 0 || now - rc.refreshed_ns >= every;
   if (rc.cg_watch) {
     uint64_t v[2] = { 0, 0 };
     stale |= !rc_cgroup_value("memory.high", &v[0]) || !rc_cgroup_value("memory.max", &v[1]) ||
              v[0] != rc.cg_seen[0] || v[1] != rc.cg_seen[1];
   }
   return stale;
+}
+
+/* Watches memory.high and memory.max of the cgroup and of its nearest
+ * ancestors (RC_WATCH_LEVELS, the root cgroup excluded: it has neither), so
+ * that a write to any of them wakes the thread. */
+static bool rc_watch_limits(void)
+{
+  static char paths[RC_WATCH_LEVELS * 2][TM_KFILE_PATH_MAX];
+  const char *list[RC_WATCH_LEVELS * 2];
+  const tm_cgroup_limits_t *cg = &rc.budgets.cgroup;
+  unsigned n = 0, levels = 0;
+  for (const char *p = cg->path; *p; p++) levels += *p == '/' && p[1] != '\0';
+  size_t len = strlen(cg->dir);
+  for (unsigned k = 0; k < levels && k < RC_WATCH_LEVELS; k++) {
+    for (unsigned f = 0; f < 2; f++) {
+      int at = 0;
+      char *d = paths[n];
+      d[0] = '\0';
+      if (len + 16 >= TM_KFILE_PATH_MAX) return false;
+      memcpy(d, cg->dir, len);
+      d[len] = '\0';
+      at = (int)len;
+      if (tm_text_append(d, TM_KFILE_PATH_MAX, &at, f ? "/memory.max" : "/memory.high")) return false;
+      list[n] = d;
+      n++;
+    }
+    while (len > 0 && cg->dir[len - 1] != '/') len--;   /* the parent's directory */
+    if (len > 0) len--;
+  }
+  /* An ancestor's file that cannot be watched is left to the periodic
+   * derive; the cgroup's own two must be. */
+  return n > 0 && (tm_watch_files(list, n) || tm_watch_files(list, 2));
 }
 
 /* The budgets again, and the cgroup files watched from now on. */
@@ -640,10 +676,7 @@ static void rc_refresh(uint64_t now)
   rc.cg_watch = rc_held[0].fd >= 0 && rc_held[1].fd >= 0 &&
                 rc_cgroup_value("memory.high", &rc.cg_seen[0]) &&
                 rc_cgroup_value("memory.max", &rc.cg_seen[1]);
-  char high[TM_KFILE_PATH_MAX], max[TM_KFILE_PATH_MAX];
-  const char *const files[] = { high, max };
-  rc.notified = rc.cg_watch && rc_cgroup_path("memory.high", high) &&
-                rc_cgroup_path("memory.max", max) && tm_watch_files(files, 2);
+  rc.notified = rc.cg_watch && rc_watch_limits();
 }
 
 /* Bytes to page out of the lowest tier, whose resident bytes are `resident`:
@@ -788,6 +821,11 @@ uint64_t tm_reclaim_pass(void)
   rc_add(&rc_passes, 1);
   rc_cpu_account();
   return rc_wait(now);
+}
+
+void tm_reclaim_woken(void)
+{
+  rc.refreshed_ns = 0;
 }
 
 void tm_reclaim_stopped(void)

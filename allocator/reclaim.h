@@ -6,11 +6,12 @@
  *
  * A full pass runs every period: RECLAIM_PERIOD_MIN_MS while a tier is over
  * a watermark, doubling up to RECLAIM_PERIOD_MAX_MS while none is. Between
- * passes the thread sleeps until a write to the cgroup's own memory.high or
- * memory.max wakes it (watch.h; without inotify it wakes four times a
- * period to read them, held open, with pread); the budgets are derived again
- * when they change, and at least every RC_REFRESH periods (ancestors, a move
- * to another cgroup). Each wake also checks the counters (a tier's used
+ * passes the thread sleeps until a write to memory.high or memory.max of
+ * the cgroup or of one of its three nearest ancestors wakes it (watch.h),
+ * and the budgets are then derived again; also every RC_REFRESH periods (a
+ * move to another cgroup). Without inotify it wakes four times a period to
+ * read the cgroup's own two (held open, with pread), and derives the
+ * budgets every RC_REFRESH_POLLED periods for the ancestors'. Each wake also checks the counters (a tier's used
  * against its high and max, the cgroup's memory.current against its limit).
  * A full pass:
  *   - measures, per chunk, its tier, its commit age and its resident pages
@@ -72,6 +73,9 @@ bool tm_reclaim_needed(void);
  * reclaim thread calls it. */
 uint64_t tm_reclaim_pass(void);
 
+/* A write to a watched limit file woke the thread (watch.h): the next pass
+ * derives the budgets again. */
+void tm_reclaim_woken(void);
 /* The thread stopped (tm_reclaim_pass is not being called). */
 void tm_reclaim_stopped(void);
 

@@ -12,7 +12,7 @@
 #include "kfile.h"
 #include "text.h"
 
-#define WATCH_MAX 4
+#define WATCH_MAX 8
 
 static struct {
   _Atomic int fd;                 /* -1: none */

@@ -23,7 +23,7 @@
  * kept for tm_watch_kick. false: no inotify (the caller sleeps its own way). */
 bool tm_watch_start(void);
 
-/* Watches exactly these files from now on (at most 4; the ones already
+/* Watches exactly these files from now on (at most 8; the ones already
  * watched stay). false when one cannot be watched: a change to it would
  * not wake the waiter. */
 bool tm_watch_files(const char *const *paths, unsigned n);

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/mman.h>
 #include <sys/swap.h>
 #include <sys/wait.h>
@@ -390,6 +391,7 @@ __attribute__((constructor)) static void rc_child_main(void)
 static vm_proc_t child = { .in = -1, .out = -1 }, hog = { .in = -1, .out = -1 };
 static vm_proc_t child2 = { .in = -1, .out = -1 };   /* a second rc child in the same cgroup */
 static char cg[128];
+static char leaf[160];              /* a cgroup inside cg, when a test runs its child there */
 static int lock_fd = -1;
 static int swaps_off;               /* swapoff'd by this test: swapon again in fini */
 static char swap_dev[8][128];
@@ -406,6 +408,8 @@ static void rc_fini(void)
   vm_proc_kill(&child);
   vm_proc_kill(&child2);
   vm_proc_kill(&hog);
+  if (leaf[0]) vm_cgroup_remove(leaf);
+  leaf[0] = 0;
   if (cg[0]) vm_cgroup_remove(cg);
   cg[0] = 0;
   for (int i = 0; i < swaps_off; i++) swapon(swap_dev[i], 0);
@@ -620,6 +624,43 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
   l = ask("check", "check ", 60000);
   cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+/* The child runs in a cgroup inside cg, and the test lowers cg's memory.high:
+ * a write to an ancestor's limit wakes the reclaim thread as its own cgroup's
+ * does (it watches the cgroup and its three nearest ancestors), so tier 0 is
+ * under the new share within 2 s here too. */
+RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
+{
+  const vm_topology_t *topo = vm_topology();
+  caps_t c = caps_of(topo);
+  make_cg();
+  set_limit("memory.high", limit_for_share(&c, 256 * VM_MIB));
+  vm_cgroup_set(cg, "cgroup.subtree_control", "+memory");
+  snprintf(leaf, sizeof leaf, "%s/leaf", cg);
+  cr_assert_eq(mkdir(leaf, 0755), 0, "mkdir %s: %s", leaf, strerror(errno));
+  char parent[sizeof cg];
+  memcpy(parent, cg, sizeof cg);
+  memcpy(cg, leaf, sizeof cg);   /* start_rc spawns in cg */
+  const char *l = start_rc(128, NULL);
+  memcpy(cg, parent, sizeof cg);
+  cr_assert_geq(kv(l, "on0"), 126 * (long long)VM_MIB, "%s: the heap is not on tier 0:\n%s", topo->name,
+                child.buf);
+  ask("settle 1500", "settle ", 30000);   /* idle: the thread sleeps a whole period */
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  long long t0 = rc_ms();
+  set_limit("memory.high", lim);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "watch %llu 5000 0", (unsigned long long)want);
+  l = ask(cmd, "watch ", 30000);
+  long long under = kv(l, "under");
+  cr_expect(under >= 0 && under - t0 <= 2000,
+            "%s: the parent's memory.high %.0f MiB (tier 0 share %.1f MiB): heap on tier 0 under it after %lld ms "
+            "(-1: not in 5 s; want <= 2000):\n%s",
+            topo->name, MIB(lim), MIB(want), under < 0 ? -1 : under - t0, child.buf);
+  l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
+  vm_proc_kill(&child);
 }
 
 /* ---- 2: a burst past max ---- */
