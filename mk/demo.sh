@@ -8,7 +8,7 @@
 #   2. the program lowers its own cgroup's memory.high to 300M (a top-tier
 #      high of about 100 MiB): tiermalloc's reclaim thread demotes the
 #      coldest chunks to the CXL node within a second or two, and, with
-#      TIERMALLOC_TIER1_HIGH=32M, pages the coldest of those out to zram;
+#      TIERMALLOC_TIER1_HIGH=24M, pages the coldest of those out to zram;
 #   3. the program checks its records (same digest) and exits.
 # It prints the derived budgets and why, the kernel's count of the process's
 # memory per node before and after (numa_maps), and tiermalloc's table at
@@ -70,8 +70,8 @@ PY
 run='PYTHONMALLOC=malloc LD_PRELOAD='"$lib"' TIERMALLOC_STATS=text '"$py"' '"$work"'/demo.py'
 # In the guest: a cgroup of its own with memory.max=300M, the program in it.
 in_cgroup='cg=/sys/fs/cgroup/tiermalloc-demo; mkdir -p $cg && echo 600M > $cg/memory.high &&
-echo "demo: cgroup $cg, memory.high=600M; lower tier high TIERMALLOC_TIER1_HIGH=32M (then pageout to zram)" &&
-(echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg TIERMALLOC_TIER1_HIGH=32M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
+echo "demo: cgroup $cg, memory.high=600M; lower tier high TIERMALLOC_TIER1_HIGH=24M (then pageout to zram)" &&
+(echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg TIERMALLOC_TIER1_HIGH=24M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
 grep -v "jemalloc:\|ranges"'
 nodes=$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)
 if [ "$nodes" != 0 ]; then
