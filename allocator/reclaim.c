@@ -304,16 +304,22 @@ static bool rc_shared(unsigned t)
   return false;
 }
 
-/* path[TM_KFILE_PATH_MAX] = the process's cgroup directory + "/" + file;
- * false when there is no directory or the path is too long. */
+/* path[TM_KFILE_PATH_MAX] = the process's cgroup directory (its first dirlen
+ * bytes: an ancestor's) + "/" + file; false when there is no directory or
+ * the path is too long. */
+static bool rc_cgroup_path_in(size_t dirlen, const char *file, char *path)
+{
+  int n = (int)dirlen;
+  if (dirlen == 0 || dirlen >= TM_KFILE_PATH_MAX) return false;
+  memcpy(path, rc.budgets.cgroup.dir, dirlen);
+  path[dirlen] = '\0';
+  return !tm_text_append(path, TM_KFILE_PATH_MAX, &n, "/") &&
+         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, file);
+}
+
 static bool rc_cgroup_path(const char *file, char *path)
 {
-  int n = 0;
-  path[0] = '\0';
-  return rc.budgets.cgroup.dir[0] &&
-         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, rc.budgets.cgroup.dir) &&
-         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, "/") &&
-         !tm_text_append(path, TM_KFILE_PATH_MAX, &n, file);
+  return rc_cgroup_path_in(strlen(rc.budgets.cgroup.dir), file, path);
 }
 
 /* Another process is in the cgroup too (cgroup.procs lists more than one):
@@ -414,16 +420,14 @@ static void rc_held_open(void)
 static bool rc_cgroup_value(const char *file, uint64_t *v)
 {
   char path[TM_KFILE_PATH_MAX], buf[32];
-  int len = -1;
   for (unsigned k = 0; k < RC_HELD; k++) {
     if (strcmp(file, rc_held_names[k]) != 0 || rc_held[k].fd < 0) continue;
+    /* false: gone (the cgroup was removed) or not ours any more; derive again */
     ssize_t n = pread(rc_held[k].fd, buf, sizeof buf, 0);
-    if (n > 0 && (size_t)n < sizeof buf && tm_cgroup_parse_value(buf, (int)n, false, v) == NULL)
-      return true;
-    return false;   /* gone (the cgroup was removed) or not ours any more: derive again */
+    return n > 0 && (size_t)n < sizeof buf && tm_cgroup_parse_value(buf, (int)n, false, v) == NULL;
   }
   if (!rc_cgroup_path(file, path)) return false;
-  len = tm_kfile_read(path, buf, sizeof buf);
+  int len = tm_kfile_read(path, buf, sizeof buf);
   return len > 0 && tm_cgroup_parse_value(buf, len, false, v) == NULL;
 }
 
@@ -646,17 +650,9 @@ static bool rc_watch_limits(void)
   for (const char *p = cg->path; *p; p++) levels += *p == '/' && p[1] != '\0';
   size_t len = strlen(cg->dir);
   for (unsigned k = 0; k < levels && k < RC_WATCH_LEVELS; k++) {
-    for (unsigned f = 0; f < 2; f++) {
-      int at = 0;
-      char *d = paths[n];
-      d[0] = '\0';
-      if (len + 16 >= TM_KFILE_PATH_MAX) return false;
-      memcpy(d, cg->dir, len);
-      d[len] = '\0';
-      at = (int)len;
-      if (tm_text_append(d, TM_KFILE_PATH_MAX, &at, f ? "/memory.max" : "/memory.high")) return false;
-      list[n] = d;
-      n++;
+    for (unsigned f = 0; f < 2; f++, n++) {
+      if (!rc_cgroup_path_in(len, f ? "memory.max" : "memory.high", paths[n])) return false;
+      list[n] = paths[n];
     }
     while (len > 0 && cg->dir[len - 1] != '/') len--;   /* the parent's directory */
     if (len > 0) len--;
