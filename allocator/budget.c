@@ -89,14 +89,18 @@ static bool budget_from_cgroup(const tm_topology_t *topo, const tm_cgroup_limits
   return true;
 }
 
-/* min <= low <= high <= max, and no finite limit above the capacity. */
+/* min <= low <= high <= max, and no finite limit above the capacity. Each
+ * clamp is marked (tm_budget_explain shows it); a warning is said only for
+ * a contradiction the environment made, which its author can fix. A cgroup
+ * limit above the machine or a memory.high above memory.max is ordinary
+ * memcg configuration, so its clamps are silent. */
 static void budget_clamp(const tm_topology_t *topo, unsigned t, tm_budget_limit_t *b)
 {
   uint64_t cap = topo->tier[t].capacity;
-  bool changed = false;
+  bool contradiction = false;
   if (cap > 0 && b[TM_LIMIT_MAX].bytes != TM_BUDGET_UNLIMITED && b[TM_LIMIT_MAX].bytes > cap) {
     b[TM_LIMIT_MAX].bytes = cap;
-    b[TM_LIMIT_MAX].clamped = changed = true;
+    b[TM_LIMIT_MAX].clamped = true;
   }
   /* high is bounded by max; min and low by max only, as in memcg, where
    * memory.min above memory.high is allowed and protects what it says (reclaim
@@ -108,13 +112,15 @@ static void budget_clamp(const tm_topology_t *topo, unsigned t, tm_budget_limit_
     uint64_t bound = cap > 0 && up == TM_BUDGET_UNLIMITED ? cap : up;
     if (b[l].bytes != budget_none((unsigned)l) && b[l].bytes > bound) {
       b[l].bytes = bound;
-      b[l].clamped = changed = true;
+      b[l].clamped = true;
+      if (b[l].source == TIER_BUDGET_ENV ||
+          (up != TM_BUDGET_UNLIMITED && b[above[l]].source == TIER_BUDGET_ENV))
+        contradiction = true;
     }
   }
   if (b[TM_LIMIT_LOW].bytes < b[TM_LIMIT_MIN].bytes) b[TM_LIMIT_LOW].bytes = b[TM_LIMIT_MIN].bytes;
-  if (changed)
-    tm_warn("tier %u: budget out of order or above the tier's capacity; clamped so that "
-            "min <= low <= high <= max <= capacity", t);
+  if (contradiction)
+    tm_warn("tier %u: budget out of order; clamped so that min <= low <= high <= max <= capacity", t);
 }
 
 void tm_budget_derive(const tm_topology_t *topo, const tm_cgroup_limits_t *cg,

@@ -108,7 +108,7 @@ Test(budget, environment_beats_the_cgroup_and_clamps_what_it_contradicts,
   cr_expect_eq(bt_limit(1, TM_LIMIT_MAX)->source, TIER_BUDGET_CGROUP_V2, "tier 1 is the cgroup's");
   cr_expect_eq(tm_budget_tier_source(&bt, 0), TIER_BUDGET_ENV, "the strongest of tier 0's sources");
   cr_expect_eq(tm_budget_tier_source(&bt, 1), TIER_BUDGET_CGROUP_V2);
-  cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order or above the tier's capacity; "
+  cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order; "
                           "clamped so that min <= low <= high <= max <= capacity\n");
 }
 
@@ -169,7 +169,7 @@ Test(budget, out_of_order_limits_are_clamped_with_one_warning, .init = cr_redire
   cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, 60 * MiB);
   cr_expect_eq(bt_limit(0, TM_LIMIT_MIN)->bytes, 60 * MiB, "min: at most high");
   cr_expect_eq(bt_limit(0, TM_LIMIT_LOW)->bytes, 60 * MiB, "low: raised to min");
-  cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order or above the tier's capacity; "
+  cr_assert_stderr_eq_str("tiermalloc: tier 0: budget out of order; "
                           "clamped so that min <= low <= high <= max <= capacity\n");
 }
 
@@ -199,6 +199,29 @@ Test(budget, a_limit_above_the_capacity_is_clamped_to_it, .init = cr_redirect_st
   bt_derive_fixture("dram-cxl-6.12", env);
   cr_expect_eq(bt_limit(0, TM_LIMIT_MAX)->bytes, bt_cap(0));
   cr_expect(bt_limit(0, TM_LIMIT_MAX)->clamped);
+  cr_assert_stderr_eq_str("", "as good as unlimited: nothing to warn of");
+}
+
+/* A container's limits are its orchestrator's, often above the machine, and
+ * memcg allows memory.high above memory.max: clamped, marked, never warned
+ * of (each derive would repeat it). With TOPTIER_RATIO=10%, tier 1's 90% of
+ * 4 GiB is far above its 1 GiB. */
+Test(budget, cgroup_limits_above_the_machine_are_clamped_silently, .init = cr_redirect_stderr)
+{
+  char *env[] = { "TIERMALLOC_TOPTIER_RATIO=10%", NULL };
+  bt_derive_fixture("dram-cxl-6.12", env);
+  tm_cgroup_limits_t cg;
+  tm_cgroup_read("tests/fixtures/dram-cxl-6.12", &cg);
+  cr_assert_eq(cg.version, TM_CGROUP_V2);
+  cg.limit[TM_LIMIT_MAX] = 4096 * MiB;
+  cg.limit[TM_LIMIT_HIGH] = 8192 * MiB;
+  tm_budget_derive(&bt_topo, &cg, &bt);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_MAX)->bytes, 4096 * MiB / 10, "10%% of memory.max");
+  cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, 4096 * MiB / 10, "high held at max");
+  cr_expect(bt_limit(0, TM_LIMIT_HIGH)->clamped);
+  cr_expect_eq(bt_limit(1, TM_LIMIT_MAX)->bytes, bt_cap(1));
+  cr_expect(bt_limit(1, TM_LIMIT_MAX)->clamped);
+  cr_assert_stderr_eq_str("");
 }
 
 Test(budget, no_source_means_no_limit, .init = cr_redirect_stderr)

@@ -49,31 +49,6 @@ static void make_cgroup(char *name, size_t size)
   vm_cgroup_make(cg_parent, sizeof cg_parent, name);
 }
 
-/* ---- capacities, as tiermalloc computes them ---------------------------- */
-
-typedef struct caps_s {
-  int ntiers;
-  uint64_t cap[TIER_MAX_TIERS], total;
-} caps_t;
-
-static caps_t caps_of(const vm_topology_t *topo)
-{
-  caps_t c = { .ntiers = topo->ntiers };
-  for (int t = 0; t < topo->ntiers; t++) {
-    for (int n = 0; n < 64; n++)
-      if (topo->tier_nodes[t] >> n & 1) c.cap[t] += vm_node_memtotal(n);
-    cr_assert_gt(c.cap[t], 0, "no MemTotal for tier %d's nodes", t);
-    c.total += c.cap[t];
-  }
-  return c;
-}
-
-/* limit x capacity(t) / capacity(all tiers). */
-static uint64_t scaled(const caps_t *c, uint64_t limit, int t)
-{
-  return (uint64_t)((unsigned __int128)limit * c->cap[t] / c->total);
-}
-
 static int within_page(uint64_t a, uint64_t b)
 {
   return (a > b ? a - b : b - a) <= 4096;
@@ -258,7 +233,7 @@ static void check_placement(const vm_topology_t *topo, const heap_run_t *r, unsi
 }
 
 /* The capacities the child reports are the nodes' MemTotal. */
-static void check_caps(const caps_t *c, const heap_run_t *r)
+static void check_caps(const vm_caps_t *c, const heap_run_t *r)
 {
   cr_assert_eq(r->ntiers, c->ntiers, "%s", r->out);
   for (int t = 0; t < c->ntiers; t++)
@@ -271,7 +246,7 @@ static void check_caps(const caps_t *c, const heap_run_t *r)
 Test(budget, cgroup_max_alone_gives_the_scaled_top_tier_max, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64], want_cg[80];
   make_cgroup(name, sizeof name);
   vm_cgroup_set(cg_parent, "memory.max", "300M");
@@ -281,7 +256,7 @@ Test(budget, cgroup_max_alone_gives_the_scaled_top_tier_max, .fini = budget_fini
   cr_expect_str_eq(r.cgroup, want_cg, "%s", r.out);
   check_caps(&c, &r);
   for (int t = 0; t < r.ntiers; t++) {
-    uint64_t want = scaled(&c, 300 * VM_MIB, t);
+    uint64_t want = vm_scaled(&c, 300 * VM_MIB, t);
     cr_expect(within_page(r.tier[t].max, want), "%s tier %d: max %llu, want 300 MiB x %llu / %llu = %llu:\n%s",
               topo->name, t, r.tier[t].max, (unsigned long long)c.cap[t], (unsigned long long)c.total,
               (unsigned long long)want, r.out);
@@ -296,7 +271,7 @@ Test(budget, cgroup_max_alone_gives_the_scaled_top_tier_max, .fini = budget_fini
 Test(budget, cgroup_high_alone_does_the_same_with_high, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64];
   make_cgroup(name, sizeof name);
   /* The program uses about 200 MiB: far from 400M, so nothing throttles. */
@@ -305,7 +280,7 @@ Test(budget, cgroup_high_alone_does_the_same_with_high, .fini = budget_fini)
   run_heap(&r, cg_parent, 200, 1, NULL);
   check_caps(&c, &r);
   for (int t = 0; t < r.ntiers; t++) {
-    uint64_t want = scaled(&c, 400 * VM_MIB, t);
+    uint64_t want = vm_scaled(&c, 400 * VM_MIB, t);
     cr_expect(within_page(r.tier[t].high, want), "%s tier %d: high %llu, want 400 MiB x %llu / %llu = %llu:\n%s",
               topo->name, t, r.tier[t].high, (unsigned long long)c.cap[t], (unsigned long long)c.total,
               (unsigned long long)want, r.out);
@@ -319,7 +294,7 @@ Test(budget, cgroup_high_alone_does_the_same_with_high, .fini = budget_fini)
 Test(budget, environment_beats_the_cgroup, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64];
   make_cgroup(name, sizeof name);
   vm_cgroup_set(cg_parent, "memory.max", "300M");
@@ -332,7 +307,7 @@ Test(budget, environment_beats_the_cgroup, .fini = budget_fini)
   cr_expect_leq(r.tier[0].used, 32 * VM_MIB, "tier 0 used %llu:\n%s", r.tier[0].used, r.out);
   /* The lower tiers still get their share of the cgroup's max. */
   for (int t = 1; t < r.ntiers; t++) {
-    uint64_t want = scaled(&c, 300 * VM_MIB, t);
+    uint64_t want = vm_scaled(&c, 300 * VM_MIB, t);
     cr_expect(within_page(r.tier[t].max, want), "tier %d max %llu, want %llu:\n%s", t, r.tier[t].max,
               (unsigned long long)want, r.out);
     cr_expect_eq(r.tier[t].source, TIER_BUDGET_CGROUP_V2, "tier %d source %llu:\n%s", t, r.tier[t].source, r.out);
@@ -344,7 +319,7 @@ Test(budget, environment_beats_the_cgroup, .fini = budget_fini)
 Test(budget, parent_limit_applies_to_a_child_cgroup, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64], leaf[96], want_cg[128], want_from[128];
   make_cgroup(name, sizeof name);
   vm_cgroup_set(cg_parent, "memory.max", "300M");
@@ -359,7 +334,7 @@ Test(budget, parent_limit_applies_to_a_child_cgroup, .fini = budget_fini)
   run_heap(&r, cg_leaf, 150, 1, NULL);
   snprintf(want_cg, sizeof want_cg, "/%s", leaf);
   cr_expect_str_eq(r.cgroup, want_cg, "%s", r.out);
-  uint64_t want = scaled(&c, 300 * VM_MIB, 0);
+  uint64_t want = vm_scaled(&c, 300 * VM_MIB, 0);
   cr_expect(within_page(r.tier[0].max, want), "%s: tier 0 max %llu, want the parent's 300 MiB x %llu / %llu = %llu:\n%s",
             topo->name, r.tier[0].max, (unsigned long long)c.cap[0], (unsigned long long)c.total,
             (unsigned long long)want, r.out);
@@ -376,7 +351,7 @@ Test(budget, each_tier_gets_its_own_share_in_3tier, .fini = budget_fini)
   const vm_topology_t *topo = vm_topology();
   if (topo->ntiers != 3)
     cr_skip_test("needs three tiers; tiermalloc makes %d in the %s guest", topo->ntiers, topo->name);
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64];
   make_cgroup(name, sizeof name);
   vm_cgroup_set(cg_parent, "memory.max", "300M");
@@ -385,7 +360,7 @@ Test(budget, each_tier_gets_its_own_share_in_3tier, .fini = budget_fini)
   run_heap(&r, cg_parent, 200, 1, NULL);
   check_caps(&c, &r);
   for (int t = 0; t < 3; t++) {
-    uint64_t want = scaled(&c, 300 * VM_MIB, t);
+    uint64_t want = vm_scaled(&c, 300 * VM_MIB, t);
     cr_expect(within_page(r.tier[t].max, want), "tier %d (node %d): max %llu, want 300 MiB x %llu / %llu = %llu:\n%s",
               t, vm_tier_node(topo, t), r.tier[t].max, (unsigned long long)c.cap[t],
               (unsigned long long)c.total, (unsigned long long)want, r.out);
@@ -412,11 +387,11 @@ Test(budget, each_tier_gets_its_own_share_in_3tier, .fini = budget_fini)
 Test(budget, changing_memory_max_moves_new_memory_within_2s, .fini = budget_fini)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char name[64];
   make_cgroup(name, sizeof name);
   vm_cgroup_set(cg_parent, "memory.max", "1G");
-  uint64_t big = scaled(&c, 1024 * VM_MIB, 0), small = scaled(&c, 150 * VM_MIB, 0);
+  uint64_t big = vm_scaled(&c, 1024 * VM_MIB, 0), small = vm_scaled(&c, 150 * VM_MIB, 0);
   cr_assert(small < 64 * VM_MIB && big > 128 * VM_MIB,
             "%s: tier 0's share of 150M (%.1f MiB) must be under the 64 MiB kept, of 1G (%.1f MiB) well above",
             topo->name, MIB(small), MIB(big));

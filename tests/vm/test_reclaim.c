@@ -420,33 +420,11 @@ static void rc_fini(void)
 
 #define RC_TEST(name, ...) Test(reclaim, name, .init = rc_init, .fini = rc_fini, ##__VA_ARGS__)
 
-typedef struct caps_s {
-  int ntiers;
-  uint64_t cap[TIER_MAX_TIERS], total;
-} caps_t;
-
-static caps_t caps_of(const vm_topology_t *topo)
-{
-  caps_t c = { .ntiers = topo->ntiers };
-  for (int t = 0; t < topo->ntiers; t++) {
-    for (int n = 0; n < 64; n++)
-      if (topo->tier_nodes[t] >> n & 1) c.cap[t] += vm_node_memtotal(n);
-    cr_assert_gt(c.cap[t], 0, "no MemTotal for tier %d's nodes", t);
-    c.total += c.cap[t];
-  }
-  return c;
-}
-
 /* The cgroup limit (whole MiB, rounded up) whose tier-0 share is `share`. */
-static uint64_t limit_for_share(const caps_t *c, uint64_t share)
+static uint64_t limit_for_share(const vm_caps_t *c, uint64_t share)
 {
   uint64_t l = (uint64_t)((unsigned __int128)share * c->total / c->cap[0]);
   return (l + VM_MIB - 1) / VM_MIB * VM_MIB;
-}
-
-static uint64_t scaled(const caps_t *c, uint64_t limit, int t)
-{
-  return (uint64_t)((unsigned __int128)limit * c->cap[t] / c->total);
 }
 
 static int within_page(uint64_t a, uint64_t b)
@@ -567,7 +545,7 @@ static int wait_exit(pid_t pid, int timeout_ms)
 
 /* A heap of heap_mib on tier 0 under a roomy memory.high (tier 0's share
  * well above the heap); returns the ready line. */
-static const char *start_on_top_with(const vm_topology_t *topo, const caps_t *c, const char *file, unsigned heap_mib,
+static const char *start_on_top_with(const vm_topology_t *topo, const vm_caps_t *c, const char *file, unsigned heap_mib,
                                      char *const extra[])
 {
   make_cg();
@@ -581,9 +559,29 @@ static const char *start_on_top_with(const vm_topology_t *topo, const caps_t *c,
   return l;
 }
 
-static const char *start_on_top(const vm_topology_t *topo, const caps_t *c, unsigned heap_mib, char *const extra[])
+static const char *start_on_top(const vm_topology_t *topo, const vm_caps_t *c, unsigned heap_mib, char *const extra[])
 {
   return start_on_top_with(topo, c, "memory.high", heap_mib, extra);
+}
+
+/* After a lowered limit (`what`: "high" or "max"), with `l` the child's
+ * stat line: the heap on tier 0 is under tier 0's share `want`, something
+ * was counted as demoted, every heap page is present, the kernel's count for
+ * the cgroup (anon on tier 0's node) is at most the share plus what is not
+ * tiered (stacks, libraries, start-up metadata), and the heap is unchanged.
+ * Ends the child. */
+static void expect_held_and_intact(const vm_topology_t *topo, const char *l, uint64_t want, const char *what)
+{
+  cr_expect_leq(kvt(l, "on", 0), (long long)want, "%s: heap on tier 0 %.1f MiB > its %s %.1f MiB:\n%s",
+                topo->name, MIB(kvt(l, "on", 0)), what, MIB(want), child.buf);
+  cr_expect_gt(kvt(l, "dem", 0), 0, "%s: nothing counted as demoted:\n%s", topo->name, child.buf);
+  cr_expect_eq(kv(l, "absent"), 0, "%s: heap pages not present:\n%s", topo->name, child.buf);
+  uint64_t anon0 = cg_anon_on(topo, 0);
+  cr_expect_leq(anon0, want + 16 * VM_MIB, "%s: memory.numa_stat anon on tier 0 %.1f MiB, %s %.1f MiB",
+                topo->name, MIB(anon0), what, MIB(want));
+  l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
 /* ---- 1: lowering memory.high ---- */
@@ -591,9 +589,9 @@ static const char *start_on_top(const vm_topology_t *topo, const caps_t *c, unsi
 RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("stat", "stat ", 30000);   /* the reclaim thread runs (a finite high) */
   long long t0 = rc_ms();
   set_limit("memory.high", lim);
@@ -610,20 +608,9 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
   cr_expect(within_page((uint64_t)kvt(l, "hi", 0), want), "%s: tier 0 high %lld, want %.0f x %llu / %llu = %llu:\n%s",
             topo->name, kvt(l, "hi", 0), MIB(lim), (unsigned long long)c.cap[0], (unsigned long long)c.total,
             (unsigned long long)want, child.buf);
-  cr_expect_leq(kvt(l, "on", 0), (long long)want, "%s: heap on tier 0 %.1f MiB > %.1f:\n%s", topo->name,
-                MIB(kvt(l, "on", 0)), MIB(want), child.buf);
-  cr_expect_gt(kvt(l, "dem", 0), 0, "%s: nothing counted as demoted:\n%s", topo->name, child.buf);
-  cr_expect_eq(kv(l, "absent"), 0, "%s: heap pages not present:\n%s", topo->name, child.buf);
   /* The rest of the heap is on tier 1's node. */
   cr_expect_geq(kvt(l, "on", 0) + kvt(l, "on", 1), 126 * (long long)VM_MIB, "%s:\n%s", topo->name, child.buf);
-  /* The kernel's count for the cgroup: anon on tier 0's node at most the
-   * share plus what is not tiered (stacks, libraries, start-up metadata). */
-  uint64_t anon0 = cg_anon_on(topo, 0);
-  cr_expect_leq(anon0, want + 16 * VM_MIB, "%s: memory.numa_stat anon on tier 0 %.1f MiB, share %.1f MiB",
-                topo->name, MIB(anon0), MIB(want));
-  l = ask("check", "check ", 60000);
-  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
-  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  expect_held_and_intact(topo, l, want, "high");
 }
 
 /* The child runs in a cgroup inside cg, and the test lowers cg's memory.high:
@@ -633,7 +620,7 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
 RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   make_cg();
   set_limit("memory.high", limit_for_share(&c, 256 * VM_MIB));
   vm_cgroup_set(cg, "cgroup.subtree_control", "+memory");
@@ -647,7 +634,7 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
   cr_assert_geq(kv(l, "on0"), 126 * (long long)VM_MIB, "%s: the heap is not on tier 0:\n%s", topo->name,
                 child.buf);
   ask("settle 1500", "settle ", 30000);   /* idle: the thread sleeps a whole period */
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   long long t0 = rc_ms();
   set_limit("memory.high", lim);
   char cmd[96];
@@ -681,10 +668,10 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
 static void burst_past_max(const char *period_max, long long react_ms, long long total_ms)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char *env[] = { (char *)period_max, NULL };
   start_on_top_with(topo, &c, "memory.max", 128, period_max ? env : NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("settle 3000", "settle ", 30000);   /* idle, so its period has grown */
   long long t0 = rc_ms();
   set_limit("memory.max", lim);
@@ -709,15 +696,7 @@ static void burst_past_max(const char *period_max, long long react_ms, long long
   l = ask("stat", "stat ", 30000);
   cr_expect(within_page((uint64_t)kvt(l, "mx", 0), want), "%s: tier 0 max %lld, want %llu:\n%s", topo->name,
             kvt(l, "mx", 0), (unsigned long long)want, child.buf);
-  cr_expect_leq(kvt(l, "on", 0), (long long)want, "%s:\n%s", topo->name, child.buf);
-  cr_expect_gt(kvt(l, "dem", 0), 0, "%s:\n%s", topo->name, child.buf);
-  cr_expect_eq(kv(l, "absent"), 0, "%s:\n%s", topo->name, child.buf);
-  uint64_t anon0 = cg_anon_on(topo, 0);
-  cr_expect_leq(anon0, want + 16 * VM_MIB, "%s: memory.numa_stat anon on tier 0 %.1f MiB, max %.1f MiB",
-                topo->name, MIB(anon0), MIB(want));
-  l = ask("check", "check ", 60000);
-  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
-  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  expect_held_and_intact(topo, l, want, "max");
 }
 
 RC_TEST(a_burst_past_max_is_demoted_at_the_next_wake_and_no_malloc_fails_or_stalls)
@@ -740,11 +719,11 @@ RC_TEST(a_burst_past_max_with_a_100ms_idle_period_is_the_same)
 RC_TEST(min_stops_demotion)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char *env[] = { "TIERMALLOC_TOPTIER_MIN=48M", "TIERMALLOC_RECLAIM_HYSTERESIS=50%", "TIERMALLOC_RECLAIM_PAGEOUT=0",
                   NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   set_limit("memory.high", lim);
   char cmd[96];
   snprintf(cmd, sizeof cmd, "watch %llu 5000 0", (unsigned long long)want);
@@ -768,14 +747,14 @@ RC_TEST(min_stops_demotion)
 RC_TEST(min_holds_when_high_drops_below_it)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char *env[] = { "TIERMALLOC_TOPTIER_MIN=48M", NULL };
   start_on_top(topo, &c, 60, env);
   /* A 28 MiB share: high well below min, and memory.high (about 83 MiB in
    * 2tier) above the cgroup's use (68.6 MiB measured: the heap, the test
    * binary, libraries); a 24 MiB share put it at 71 MiB, too close, on a
    * boot with a larger node0. */
-  uint64_t lim = limit_for_share(&c, 28 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 28 * VM_MIB), want = vm_scaled(&c, lim, 0);
   char cur[64], path[200];
   snprintf(path, sizeof path, "%s/memory.current", cg);
   cr_assert_eq(vm_read_file(path, cur, sizeof cur), 0);
@@ -821,11 +800,11 @@ static void start_hog(int node, uint64_t leave)
 RC_TEST(low_is_demoted_only_under_pressure)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char *env[] = { "TIERMALLOC_TOPTIER_LOW=48M", "TIERMALLOC_RECLAIM_HYSTERESIS=50%",
                   "TIERMALLOC_RECLAIM_PRESSURE_FREE=25%", "TIERMALLOC_RECLAIM_PAGEOUT=0", NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   int node = vm_tier_node(topo, 0);
   uint64_t thresh = c.cap[0] / 4;
   set_limit("memory.high", lim);
@@ -864,10 +843,10 @@ RC_TEST(low_is_demoted_only_under_pressure)
 RC_TEST(pressure_mode_demotes_only_when_the_nodes_are_short)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   char *env[] = { "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_RECLAIM_PRESSURE_FREE=25%", NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   int node = vm_tier_node(topo, 0);
   uint64_t thresh = c.cap[0] / 4;
   set_limit("memory.high", lim);
@@ -1001,9 +980,9 @@ RC_TEST(without_swap_pageout_says_so_and_counts_nothing)
 RC_TEST(threads_writing_the_chunks_being_demoted_lose_nothing)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("writers 2", "writers ", 30000);
   set_limit("memory.high", lim);
   char cmd[96];
@@ -1028,9 +1007,9 @@ RC_TEST(threads_writing_the_chunks_being_demoted_lose_nothing)
 RC_TEST(fork_while_demoting_keeps_the_data_and_restarts_reclaim_in_the_child)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   set_limit("memory.high", lim);
   /* Fork as soon as demotion has begun. */
   long long t0 = rc_ms();
@@ -1121,7 +1100,7 @@ RC_TEST(sigterm_ends_a_program_while_reclaim_runs)
 RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
 {
   const vm_topology_t *topo = vm_topology();
-  caps_t c = caps_of(topo);
+  vm_caps_t c = vm_caps(topo);
   /* Both heaps must fit on tier 0's node with room to spare (the kernel
    * falls back to the next node near its watermarks): 96 MiB each on 2tier's
    * and flat's 500 MiB DRAM node, 64 MiB on 3tier's 250 MiB HBM node, where
@@ -1138,7 +1117,7 @@ RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
                   "%s: child %d has only %.1f MiB of its %u MiB heap on tier 0 under a roomy high:\n%s", topo->name,
                   i, MIB(on0), heap_mib, kids[i]->buf);
   }
-  uint64_t lim = limit_for_share(&c, share), want = scaled(&c, lim, 0);
+  uint64_t lim = limit_for_share(&c, share), want = vm_scaled(&c, lim, 0);
   uint64_t anon_before = cg_anon_on(topo, 0);
   cr_assert_gt(anon_before, want + slack, "%s: memory.numa_stat anon on tier 0 only %.1f MiB before the limit drops "
                "(share %.1f MiB): the test needs both heaps there", topo->name, MIB(anon_before), MIB(want));

@@ -423,6 +423,23 @@ uint64_t vm_node_memtotal(int n)
   return p ? strtoull(p + strlen("MemTotal:"), NULL, 10) * 1024 : 0;
 }
 
+vm_caps_t vm_caps(const vm_topology_t *topo)
+{
+  vm_caps_t c = { .ntiers = topo->ntiers };
+  for (int t = 0; t < topo->ntiers; t++) {
+    for (int n = 0; n < 64; n++)
+      if (topo->tier_nodes[t] >> n & 1) c.cap[t] += vm_node_memtotal(n);
+    cr_assert_gt(c.cap[t], 0, "no MemTotal for tier %d's nodes", t);
+    c.total += c.cap[t];
+  }
+  return c;
+}
+
+uint64_t vm_scaled(const vm_caps_t *c, uint64_t limit, int t)
+{
+  return (uint64_t)((unsigned __int128)limit * c->cap[t] / c->total);
+}
+
 const char *vm_self(void)
 {
   static char self[PATH_MAX];

@@ -120,6 +120,17 @@ int vm_cgroup_numa_anon(const char *cg, uint64_t bytes[VM_MAX_NODES]);
  * when unreadable. */
 uint64_t vm_node_memtotal(int n);
 
+/* Each tier's capacity (MemTotal of its nodes) and their sum, as tiermalloc
+ * computes them to scale a cgroup limit. Asserts every tier has some. */
+typedef struct vm_caps_s {
+  int ntiers;
+  uint64_t cap[TIER_MAX_TIERS], total;
+} vm_caps_t;
+vm_caps_t vm_caps(const vm_topology_t *topo);
+
+/* limit x capacity(t) / capacity(all tiers): tier t's scaled share. */
+uint64_t vm_scaled(const vm_caps_t *c, uint64_t limit, int t);
+
 /* This test binary itself (for child modes, see vm_child.c) and the library
  * next to it ($ORIGIN/../libtiermalloc.so). */
 const char *vm_self(void);
