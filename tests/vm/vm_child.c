@@ -176,11 +176,12 @@ static void child_print_tier_stats(const tier_stats_t *s, const child_parts_t *c
   for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
     const tier_stats_tier_t *x = &s->tier[t];
     printf("tier=%u nodes=0x%llx capacity=%llu used=%llu committed=%llu resident=%llu min=%llu low=%llu "
-           "high=%llu max=%llu source=%u", t, (unsigned long long)x->nodes[0],
+           "high=%llu max=%llu source=%u demoted=%llu", t, (unsigned long long)x->nodes[0],
            (unsigned long long)x->capacity, (unsigned long long)x->used,
            (unsigned long long)x->committed, (unsigned long long)x->resident,
            (unsigned long long)x->budget.min, (unsigned long long)x->budget.low,
-           (unsigned long long)x->budget.high, (unsigned long long)x->budget.max, x->budget.source);
+           (unsigned long long)x->budget.high, (unsigned long long)x->budget.max, x->budget.source,
+           (unsigned long long)x->reclaim.demoted);
     if (c) {
       printf(" parts=%zu span=%zu", c->parts[t], c->span[t]);
       for (int i = 0; i < VM_MAX_NODES; i++)

@@ -120,6 +120,15 @@ int vm_cgroup_numa_anon(const char *cg, uint64_t bytes[VM_MAX_NODES]);
  * when unreadable. */
 uint64_t vm_node_memtotal(int n);
 
+/* How far under its placement limit a tier filled in order may stay, in
+ * committed bytes (`used`): less than a chunk where placement stopped (a
+ * chunk goes on a tier only while a whole one fits), less than a chunk left
+ * uncommitted in the last chunk placed there, and a whole chunk that reclaim
+ * took back because huge pages over such uncommitted parts put the tier's
+ * pages over its max. Measured in the flat VM, 200 MiB in 1 MiB blocks under
+ * a 102.5 MiB max: 2.1-4.5 MiB. */
+#define VM_FILL_SLACK (6 * VM_MIB)
+
 /* Each tier's capacity (MemTotal of its nodes) and their sum, as tiermalloc
  * computes them to scale a cgroup limit. Asserts every tier has some. */
 typedef struct vm_caps_s {
