@@ -113,8 +113,8 @@ static void budget_clamp(const tm_topology_t *topo, unsigned t, tm_budget_limit_
     if (b[l].bytes != budget_none((unsigned)l) && b[l].bytes > bound) {
       b[l].bytes = bound;
       b[l].clamped = true;
-      if (b[l].source == TIER_BUDGET_ENV ||
-          (up != TM_BUDGET_UNLIMITED && b[above[l]].source == TIER_BUDGET_ENV))
+      bool to_capacity = up == TM_BUDGET_UNLIMITED || b[above[l]].clamped;
+      if (!to_capacity && (b[l].source == TIER_BUDGET_ENV || b[above[l]].source == TIER_BUDGET_ENV))
         contradiction = true;
     }
   }

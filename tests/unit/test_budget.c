@@ -195,10 +195,12 @@ Test(budget, a_min_above_high_is_kept, .init = cr_redirect_stderr)
 
 Test(budget, a_limit_above_the_capacity_is_clamped_to_it, .init = cr_redirect_stderr)
 {
-  char *env[] = { "TIERMALLOC_TOPTIER_MAX=100G", NULL };
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=100G", "TIERMALLOC_TOPTIER_HIGH=200G", NULL };
   bt_derive_fixture("dram-cxl-6.12", env);
   cr_expect_eq(bt_limit(0, TM_LIMIT_MAX)->bytes, bt_cap(0));
   cr_expect(bt_limit(0, TM_LIMIT_MAX)->clamped);
+  cr_expect_eq(bt_limit(0, TM_LIMIT_HIGH)->bytes, bt_cap(0), "high above max, both above the capacity");
+  cr_expect(bt_limit(0, TM_LIMIT_HIGH)->clamped);
   cr_assert_stderr_eq_str("", "as good as unlimited: nothing to warn of");
 }
 
