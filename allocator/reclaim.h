@@ -11,8 +11,9 @@
  * and the budgets are then derived again; also every RC_REFRESH periods (a
  * move to another cgroup). Without inotify it wakes four times a period to
  * read the cgroup's own two (held open, with pread), and derives the
- * budgets every RC_REFRESH_POLLED periods for the ancestors'. Each wake also checks the counters (a tier's used
- * against its high and max, the cgroup's memory.current against its limit).
+ * budgets every RC_REFRESH_POLLED periods for the ancestors'. Each wake also
+ * checks the counters (a tier's used against its high and max, the cgroup's
+ * memory.current against its limit).
  * A full pass:
  *   - measures, per chunk, its tier, its commit age and its resident pages
  *     (mincore, 16 chunks a call), summed per tier;
