@@ -69,7 +69,7 @@ typedef enum tm_option_secure_e {
   X(RECLAIM_HYSTERESIS, TM_OPT_SHARE, "5%",    NULL,               TM_OPT_SECURE_KEEP, "demotion above high goes on until the tier is this far below high (bytes, or % of high; at least one 2 MiB chunk)") \
   X(RECLAIM_PRESSURE_FREE, TM_OPT_SHARE, "5%", NULL,               TM_OPT_SECURE_KEEP, "a tier is short of free memory when its nodes' MemFree is below this (bytes, or % of the tier's capacity)") \
   X(RECLAIM_PAGEOUT_RATE, TM_OPT_SIZE, "32M",  NULL,               TM_OPT_SECURE_KEEP, "bytes per second paged out at most (each page goes through swap: zram compresses it, a disk writes it)") \
-  X(RECLAIM_PAGEOUT,   TM_OPT_BOOL,   "1",     NULL,               TM_OPT_SECURE_KEEP, "page out (MADV_PAGEOUT) the coldest chunks of the lowest tier above its high, or when the cgroup nears its memory.high or memory.max; needs swap") \
+  X(RECLAIM_PAGEOUT,   TM_OPT_BOOL,   "1",     NULL,               TM_OPT_SECURE_KEEP, "page out (MADV_PAGEOUT) the coldest chunks of the lowest tier above its high (at the rate) or its max (at once), or when the cgroup nears its memory.high or memory.max; needs swap") \
   X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json",   TM_OPT_SECURE_DROP, "print per-tier stats at exit") \
   X(STATS_FILE,        TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_DROP, "append the exit stats to this file instead of stderr") \
   X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,               TM_OPT_SECURE_DROP, "print the topology and the options in force at start-up")

@@ -59,14 +59,15 @@ static struct {
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
   uint64_t vma_limit;                          /* policy boundaries reclaim may create */
-  int swap;                                    /* 0 none, 1 on (rc_swap_on) */
+  int swap;                                    /* 0 none, 1 on (rc_pageout_blocked) */
   uint64_t refreshed_ns;                       /* when the budgets were last derived */
-  uint64_t lowest_resident;                    /* the lowest tier's, as last measured */
+  uint64_t lowest_resident;                    /* the lowest tier's pages, as last measured */
+  uint64_t lowest_used;                        /* and its used then */
   uint64_t cg_seen[2];                         /* the cgroup's memory.high, .max then */
   bool cg_watch;                               /* they can be read: checked each wake */
   bool notified;                               /* and a write to them wakes the thread (watch.h) */
   uint64_t cpu_seen;                           /* the thread's CPU clock at the last account */
-  bool swap_said;
+  bool swap_said, max_said;
   tm_budgets_t budgets;                        /* this pass's, with the cgroup's paths */
   bool move_failed_said;
 } rc;
@@ -75,6 +76,7 @@ static struct {
 static _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_paged[TIER_MAX_TIERS],
     rc_failed[TIER_MAX_TIERS], rc_passes, rc_cpu_ns;
 static _Atomic int rc_state;
+static _Atomic bool rc_unheld;   /* the lowest tier is above its max, and nothing can be paged out */
 
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
@@ -100,6 +102,7 @@ static void rc_reset(void)
     rc.draining[t] = false;
   }
   rc.pageout_allowance = 0;
+  atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
 }
@@ -176,10 +179,13 @@ static bool rc_limited(unsigned t)
 
 bool tm_reclaim_needed(void)
 {
-  if (rc.mode == RC_OFF || tm_chunks == NULL) return false;
+  if (rc.mode == RC_OFF || tm_chunks == NULL || rc.ntiers == 0) return false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
     if (rc_limited(t)) return true;
-  return rc.pageout && rc.ntiers > 0 && rc_limited(rc.ntiers - 1);
+  /* The lowest tier's max, even with pageout off: the thread then says that
+   * it cannot be held, where the stats show it. */
+  return (rc.pageout && rc_limited(rc.ntiers - 1)) ||
+         tm_budget_get(rc.ntiers - 1, TM_LIMIT_MAX) != TM_BUDGET_UNLIMITED;
 }
 
 /* ---- measuring ------------------------------------------------------------ */
@@ -273,20 +279,15 @@ static int rc_swap_detect(void)
   return rc_cgroup_value("memory.swap.max", &cg_swap) && cg_swap == 0 ? 2 : 1;
 }
 
-/* Swap can take pages now (checked again each time pageout is wanted: swap
- * may be turned on or off while the program runs). Said once when not. */
-static bool rc_swap_on(void)
+/* Why nothing can be paged out now, or NULL when pageout can act (swap is
+ * checked again each time pageout is wanted: it may be turned on or off
+ * while the program runs). */
+static const char *rc_pageout_blocked(void)
 {
+  if (!rc.pageout) return "TIERMALLOC_RECLAIM_PAGEOUT is off";
   int st = rc_swap_detect();
   rc.swap = st == 1;
-  if (st != 1 && !rc.swap_said) {
-    rc.swap_said = true;
-    tm_warn(st == 0 ? "no swap is on, so nothing can be paged out (MADV_PAGEOUT would do "
-                      "nothing); none is counted"
-                    : "the cgroup's memory.swap.max is 0, so nothing can be paged out "
-                      "(MADV_PAGEOUT would do nothing); none is counted");
-  }
-  return rc.swap == 1;
+  return st == 1 ? NULL : st == 0 ? "no swap is on" : "the cgroup's memory.swap.max is 0";
 }
 
 /* ---- the cgroup, shared with other processes -------------------------------- */
@@ -675,24 +676,35 @@ static void rc_refresh(uint64_t now)
   rc.notified = rc.cg_watch && rc_watch_limits();
 }
 
-/* Bytes to page out of the lowest tier, whose resident bytes are `resident`:
- * what is over its high - hysteresis, less the room left in the budgets of
- * the tiers above (the process's budget as a whole is not spent, and nothing
- * goes to swap while memory it may use is free: the kernel's failure this
- * avoids is swapping with a tier nearly empty). */
-static uint64_t rc_lowest_excess(uint64_t resident)
+/* Bytes of pages to page out of the lowest tier, whose pages (start-up
+ * metadata's aside, as the budgets count) are `pages`. Its limits are held
+ * in pages: pageout frees pages, not committed bytes. hard: what is over its
+ * max, at once; soft: what is over its high - hysteresis, at the pageout
+ * rate. Each less the room left in the budgets of the tiers above: the
+ * process's budget as a whole is not spent, and nothing goes to swap while
+ * memory it may use is free (the kernel's failure this avoids is swapping
+ * with a tier nearly empty). */
+typedef struct rc_excess_s {
+  uint64_t hard, soft;
+} rc_excess_t;
+
+static rc_excess_t rc_lowest_excess(uint64_t pages)
 {
+  rc_excess_t ex = { 0, 0 };
   unsigned last = rc.ntiers - 1;
-  uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH);
-  if (high == TM_BUDGET_UNLIMITED || resident <= high) return 0;
-  uint64_t hyst = rc_hysteresis(high);
-  uint64_t out = resident - (high > hyst ? high - hyst : 0);
-  for (unsigned t = 0; t < last && out > 0; t++) {
-    uint64_t lim = tm_budget_placement_limit(t), used = tm_policy_used(t);
-    uint64_t room = lim == TM_BUDGET_UNLIMITED ? out : lim > used ? lim - used : 0;
-    out = out > room ? out - room : 0;
+  uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH), max = tm_budget_get(last, TM_LIMIT_MAX);
+  if (max != TM_BUDGET_UNLIMITED && pages > max) ex.hard = pages - max;
+  if (high != TM_BUDGET_UNLIMITED && pages > high) {
+    uint64_t hyst = rc_hysteresis(high);
+    ex.soft = pages - (high > hyst ? high - hyst : 0);
   }
-  return out;
+  for (unsigned t = 0; t < last && (ex.hard || ex.soft); t++) {
+    uint64_t lim = tm_budget_placement_limit(t), used = tm_policy_used(t);
+    uint64_t room = lim == TM_BUDGET_UNLIMITED ? UINT64_MAX : lim > used ? lim - used : 0;
+    ex.hard = ex.hard > room ? ex.hard - room : 0;
+    ex.soft = ex.soft > room ? ex.soft - room : 0;
+  }
+  return ex;
 }
 
 /* A full pass is due: its period has passed, or the counters alone show a
@@ -710,11 +722,18 @@ static bool rc_due(uint64_t now)
     if (rc.draining[t] || (limit != TM_BUDGET_UNLIMITED && tm_policy_used(t) > limit)) return true;
   }
   /* Pageout, only where it can act: the lowest tier's pages as last
-   * measured (less what was paged out since) over its high beyond the room
-   * above, or the cgroup near its limit; neither without swap. */
+   * measured (less what was paged out since, plus what was committed there
+   * since) over its high or max beyond the room above, or the cgroup near
+   * its limit; neither without swap. */
+  if (atomic_load_explicit(&rc_unheld, memory_order_relaxed))
+    return rc.pageout && rc_swap_detect() == 1;   /* swap turned on: the max can be held now */
+  if (!rc.pageout || !rc.swap) return false;
+  unsigned last = rc.ntiers - 1;
+  uint64_t used = tm_policy_used(last);
+  rc_excess_t ex = rc_lowest_excess(rc.lowest_resident +
+                                    (used > rc.lowest_used ? used - rc.lowest_used : 0));
   uint64_t cur, over;
-  return rc.pageout && rc.swap &&
-         (rc_lowest_excess(rc.lowest_resident) > 0 || rc_cgroup_near(&cur, &over));
+  return ex.hard || ex.soft || rc_cgroup_near(&cur, &over);
 }
 
 /* Adds the thread's CPU time since the last call to reclaim_cpu_ns: the
@@ -786,18 +805,35 @@ uint64_t tm_reclaim_pass(void)
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
-  /* Pageout: the lowest tier above its high; or the whole cgroup near its
-   * limit, from the lowest tier up. */
+  /* Pageout: the lowest tier above its max or its high; or the whole
+   * cgroup near its limit, from the lowest tier up. */
   unsigned last = rc.ntiers - 1;
-  uint64_t out = rc_lowest_excess(s.resident[last]);
-  rc.lowest_resident = s.resident[last];
+  rc_excess_t ex = rc_lowest_excess(s.budgeted[last]);
+  rc.lowest_resident = s.budgeted[last];
+  rc.lowest_used = tm_policy_used(last);
   uint64_t whole = rc.pageout ? rc_cgroup_pageout(&s) : 0;
-  if (rc.pageout && (out || whole) && rc_swap_on()) {
-    /* At RECLAIM_PAGEOUT_RATE: swapping is the costliest thing reclaim does
-     * (zram compresses every page; at 256 MiB/s, the demo's cgroup held near
-     * its limit took 6 s of a TCG core in 8 s). */
+  const char *blocked = ex.hard || ex.soft || whole ? rc_pageout_blocked() : NULL;
+  bool unheld = ex.hard && blocked;
+  atomic_store_explicit(&rc_unheld, unheld, memory_order_relaxed);
+  if (unheld && !rc.max_said) {
+    rc.max_said = true;
+    tm_warn("tier %u is above its max (%.1f MiB) and cannot be brought back under it: %s, so "
+            "nothing can be paged out; the stats say \"max not held\"",
+            last, (double)tm_budget_get(last, TM_LIMIT_MAX) / (1 << 20), blocked);
+  } else if (blocked && rc.pageout && !unheld && !rc.swap_said) {
+    rc.swap_said = true;
+    tm_warn("%s, so nothing can be paged out (MADV_PAGEOUT would do nothing); none is counted",
+            blocked);
+  }
+  if (unheld) rc.swap_said = true;   /* one line says it */
+  if (!blocked && (ex.hard || ex.soft || whole)) {
+    /* Above high and for the cgroup, at RECLAIM_PAGEOUT_RATE: swapping is
+     * the costliest thing reclaim does (zram compresses every page; at 256
+     * MiB/s, the demo's cgroup held near its limit took 6 s of a TCG core in
+     * 8 s). Above max, at once, as the tiers above are held. */
     rc_accrue(&rc.pageout_allowance, rc.pageout_rate, elapsed);
-    if (out > rc.pageout_allowance) out = rc.pageout_allowance;
+    uint64_t out = ex.soft < rc.pageout_allowance ? ex.soft : rc.pageout_allowance;
+    if (ex.hard > out) out = ex.hard;
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
     rc_room_t room = { rc_pageable(&s, last), UINT64_MAX };
@@ -811,7 +847,8 @@ uint64_t tm_reclaim_pass(void)
     paging = over = true;
     state = TIER_RECLAIM_PAGING_OUT;
   }
-  atomic_store_explicit(&rc_state, over || paging ? state : TIER_RECLAIM_IDLE,
+  if (unheld) state = TIER_RECLAIM_MAX_NOT_HELD;
+  atomic_store_explicit(&rc_state, over || paging || unheld ? state : TIER_RECLAIM_IDLE,
                         memory_order_relaxed);
   rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);
@@ -846,6 +883,8 @@ void tm_reclaim_stats(tier_stats_t *s)
     s->tier[t].reclaim.promoted = 0;
     s->tier[t].reclaim.paged_out = atomic_load_explicit(&rc_paged[t], memory_order_relaxed);
     s->tier[t].reclaim.failed = atomic_load_explicit(&rc_failed[t], memory_order_relaxed);
+    s->tier[t].budget.max_not_held =
+        t + 1 == rc.ntiers && atomic_load_explicit(&rc_unheld, memory_order_relaxed);
   }
 }
 

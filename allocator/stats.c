@@ -80,7 +80,8 @@ const char *tm_stats_reclaim_mode_name(uint32_t m)
 
 const char *tm_stats_reclaim_state_name(uint32_t st)
 {
-  static const char *const names[] = { "stopped", "idle", "demoting", "paging out" };
+  static const char *const names[] = { "stopped", "idle", "demoting", "paging out",
+                                        "max not held" };
   return st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 
@@ -206,8 +207,9 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
   stats_put(&o, ",");
       TIER_STATS_BUDGET_FIELDS(X)
 #undef X
-      stats_put(&o, "\"source\":\"%s\"}}",
-                tm_budget_source_name((tier_budget_source_t)ti->budget.source));
+      stats_put(&o, "\"source\":\"%s\",\"max_held\":%s}}",
+                tm_budget_source_name((tier_budget_source_t)ti->budget.source),
+                ti->budget.max_not_held ? "false" : "true");
     } else {
       stats_put(&o, "%-4u %-10s", t, nodes);
 #define X(name, unit, doc) stats_put_unit(&o, unit, ti->name);
@@ -236,7 +238,8 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
 #define X(name, unit, doc) stats_put_limit(&o, false, ti->budget.name);
       TIER_STATS_BUDGET_FIELDS(X)
 #undef X
-      stats_put(&o, "  %s\n", tm_budget_source_name((tier_budget_source_t)ti->budget.source));
+      stats_put(&o, "  %s%s\n", tm_budget_source_name((tier_budget_source_t)ti->budget.source),
+                ti->budget.max_not_held ? "; above max, NOT HELD (nothing can be paged out)" : "");
     }
     stats_put(&o, "%-4s %-10s", "tier", "reclaim");
 #define X(name, unit, doc) stats_put(&o, " %14s", #name);

@@ -59,7 +59,7 @@ void tier_free(void *p);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 3
+#define TIER_STATS_VERSION 4
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -75,7 +75,7 @@ void tier_free(void *p);
   X(min,  bytes, "never demoted below this")                                          \
   X(low,  bytes, "demoted below this only under memory pressure")                     \
   X(high, bytes, "above this new memory goes to the next tier down; reclaim demotes") \
-  X(max,  bytes, "never more than this")
+  X(max,  bytes, "never more than this (the lowest tier: resident pages, held by pageout to swap)")
 
 /* What reclaim did to the tier since start-up, in bytes of pages, verified
  * with move_pages (see tier_stats_t's reclaim_* fields). */
@@ -118,6 +118,8 @@ typedef enum tier_reclaim_state_e {
   TIER_RECLAIM_IDLE,        /* every tier within its watermarks */
   TIER_RECLAIM_DEMOTING,
   TIER_RECLAIM_PAGING_OUT,
+  TIER_RECLAIM_MAX_NOT_HELD, /* a tier is above its max and nothing can bring it back: the lowest
+                                tier, with no swap to page out to (budget.max_not_held says which) */
 } tier_reclaim_state_t;
 
 typedef struct tier_stats_tier_s {
@@ -127,7 +129,8 @@ typedef struct tier_stats_tier_s {
   struct {
     TIER_STATS_BUDGET_FIELDS(TIER_STATS_FIELD_)
     uint32_t source;                /* tier_budget_source_t */
-    uint32_t reserved_;
+    uint32_t max_not_held;          /* 1: above max, and reclaim cannot bring it back (the lowest
+                                       tier with no swap, or TIERMALLOC_RECLAIM_PAGEOUT=off) */
   } budget;
   struct {
     TIER_STATS_RECLAIM_FIELDS(TIER_STATS_FIELD_)

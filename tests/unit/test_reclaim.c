@@ -462,6 +462,134 @@ Test(reclaim, without_swap_nothing_is_paged_out_and_it_is_said_once)
   rt_free(p, 16);
 }
 
+/* ---- each limit of the lowest tier, set alone (tier 0's max 0 leaves no
+ * room above, so the lowest tier's own limit decides) ---- */
+
+/* 32 MiB on tier 1, then the budgets of env (tier 0's max 0 added). */
+static void rt_lowest_with(void **p, char **env)
+{
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill(p, 32);
+  cr_assert_geq(tm_policy_used(1), 30 * MiB);
+  rt_limits(env);
+}
+
+Test(reclaim, the_lowest_tier_min_or_low_alone_pages_out_nothing)
+{
+  void *p[32];
+  char *min[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_MIN=8M", NULL };
+  rt_lowest_with(p, min);
+  tm_reclaim_pass();
+  char *low[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_LOW=8M", NULL };
+  rt_limits(low);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.pageouts, 0, "min and low only protect");
+  cr_expect_eq(rt_stats().tier[1].reclaim.paged_out, 0);
+  rt_free(p, 32);
+}
+
+Test(reclaim, the_lowest_tier_above_its_high_is_paged_out_at_the_rate)
+{
+  void *p[32];
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_PAGEOUT_RATE=2M", NULL };
+  rt_lowest_with(p, env);
+  tm_reclaim_pass();
+  uint64_t po = rt_stats().tier[1].reclaim.paged_out;
+  cr_expect_gt(po, 0);
+  /* The first pass's allowance (a tenth of a second at 2 MiB/s), and the
+   * rest of the chunk that crossed it. */
+  cr_expect_leq(po, MiB / 5 + TM_CHUNK_SIZE, "one pass at 2 MiB/s: %llu KiB",
+                (unsigned long long)(po >> 10));
+  rt_free(p, 32);
+}
+
+Test(reclaim, the_lowest_tier_above_its_max_is_paged_out_at_once_whatever_the_rate)
+{
+  void *p[32];
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_MAX=8M",
+                  "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1M", NULL };
+  rt_lowest_with(p, env);
+  cr_expect(tm_reclaim_needed());
+  tm_reclaim_pass();
+  tier_stats_t s = rt_stats();
+  uint64_t left = rt_resident_on(1);
+  cr_expect_leq(left, 8 * MiB, "one pass: %llu KiB resident", (unsigned long long)(left >> 10));
+  cr_expect_geq(left, 8 * MiB - TM_CHUNK_SIZE, "no further than max: %llu KiB resident",
+                (unsigned long long)(left >> 10));
+  cr_expect_geq(s.tier[1].reclaim.paged_out, 22 * MiB);
+  cr_expect_eq(s.tier[1].budget.max_not_held, 0);
+  cr_expect_eq(s.reclaim_state, TIER_RECLAIM_PAGING_OUT);
+  cr_expect_eq(s.tier[0].reclaim.paged_out, 0);
+  rt_free(p, 32);
+}
+
+Test(reclaim, the_lowest_tier_over_its_max_by_less_than_the_room_above_is_left_alone)
+{
+  void *p[32];
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=64M", "TIERMALLOC_TIER1_MAX=8M", NULL };
+  rt_lowest_with(p, env);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.pageouts, 0, "tier 0 has 64 MiB of room");
+  cr_expect_eq(rt_stats().reclaim_state, TIER_RECLAIM_IDLE);
+  char *less[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_TIER1_MAX=8M", NULL };
+  rt_limits(less);
+  tm_reclaim_pass();
+  uint64_t left = rt_resident_on(1), room = 16 * MiB - tm_policy_used(0);
+  cr_expect_leq(left, 8 * MiB + room, "max plus the room above (%llu KiB): %llu KiB",
+                (unsigned long long)(room >> 10), (unsigned long long)(left >> 10));
+  cr_expect_geq(left, 8 * MiB + room - TM_CHUNK_SIZE, "max plus the room above (%llu KiB): %llu KiB",
+                (unsigned long long)(room >> 10), (unsigned long long)(left >> 10));
+  rt_free(p, 32);
+}
+
+/* No swap, or pageout off: the max is said not to be held, once, in the
+ * warning and in the stats; nothing is counted; swap turned on later lets
+ * it be held. */
+Test(reclaim, a_lowest_tier_max_without_swap_is_said_not_held)
+{
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  void *p[32];
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_MAX=8M", NULL };
+  rt_lowest_with(p, env);
+  capture_begin();
+  tm_reclaim_pass();
+  tm_reclaim_pass();
+  const char *out = capture_end();
+  cr_expect_eq(capture_count_lines(out), 1, "%s", out);
+  cr_expect(strstr(out, "tier 1 is above its max (8.0 MiB)") != NULL, "%s", out);
+  cr_expect(strstr(out, "no swap is on") != NULL, "%s", out);
+  cr_expect_eq(rt.pageouts, 0);
+  tier_stats_t s = rt_stats();
+  cr_expect_eq(s.tier[1].reclaim.paged_out, 0);
+  cr_expect_eq(s.tier[1].budget.max_not_held, 1);
+  cr_expect_eq(s.tier[0].budget.max_not_held, 0);
+  cr_expect_eq(s.reclaim_state, TIER_RECLAIM_MAX_NOT_HELD);
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition\t262140\t0\t100\n");
+  tm_reclaim_pass();
+  s = rt_stats();
+  cr_expect_eq(s.tier[1].budget.max_not_held, 0, "swap is on now");
+  cr_expect_leq(rt_resident_on(1), 8 * MiB);
+  rt_free(p, 32);
+}
+
+Test(reclaim, a_lowest_tier_max_with_pageout_off_is_said_not_held)
+{
+  void *p[32];
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_MAX=8M",
+                  "TIERMALLOC_RECLAIM_PAGEOUT=0", NULL };
+  rt_lowest_with(p, env);
+  cr_expect(tm_reclaim_needed(), "the thread runs to say so");
+  capture_begin();
+  tm_reclaim_pass();
+  const char *out = capture_end();
+  cr_expect(strstr(out, "TIERMALLOC_RECLAIM_PAGEOUT is off") != NULL, "%s", out);
+  cr_expect_eq(rt.pageouts, 0);
+  cr_expect_eq(rt_stats().tier[1].budget.max_not_held, 1);
+  rt_free(p, 32);
+}
+
 /* Each chunk moved away from its neighbours' tier costs up to two VMAs. */
 Test(reclaim, vmas_stay_under_half_of_max_map_count)
 {

@@ -43,16 +43,16 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":3,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "{\"version\":4,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
     "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
     "\"used\":31457280,\"allocated\":3145728,\"resident\":5242880,"
     "\"reclaim\":{\"demoted\":4194304,\"promoted\":0,\"paged_out\":0,\"failed\":8192},"
-    "\"budget\":{\"min\":0,\"low\":1024,\"high\":67108864,\"max\":104857600,\"source\":\"cgroup v2\"}},"
+    "\"budget\":{\"min\":0,\"low\":1024,\"high\":67108864,\"max\":104857600,\"source\":\"cgroup v2\",\"max_held\":true}},"
     "{\"tier\":1,\"nodes\":\"1-2\",\"capacity\":1073741824,\"mapped\":10,\"committed\":10,"
     "\"used\":0,\"allocated\":9,\"resident\":0,"
     "\"reclaim\":{\"demoted\":0,\"promoted\":0,\"paged_out\":2097152,\"failed\":0},"
-    "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\"}}],"
+    "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
     "\"cold_signal\":\"commit age\",\"pageout_available\":false}\n");
 }
@@ -78,4 +78,22 @@ Test(stats_format, text_is_a_table_with_units)
   cr_expect(strstr(b.s, "512.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "1-2") != NULL);
   cr_expect(strstr(b.s, "1.500 ms") != NULL, "%s", b.s);
+}
+
+/* A max reclaim cannot hold is said where the max is shown, and in the state. */
+Test(stats_format, a_max_not_held_is_shown_in_both_forms)
+{
+  tier_stats_t s = fmt_sample();
+  s.tier[1].budget.max = 64ull << 20;
+  s.tier[1].budget.source = TIER_BUDGET_ENV;
+  s.tier[1].budget.max_not_held = 1;
+  s.reclaim_state = TIER_RECLAIM_MAX_NOT_HELD;
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
+  cr_expect(strstr(b.s, "  env; above max, NOT HELD (nothing can be paged out)\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "pressure, max not held;") != NULL, "%s", b.s);
+  b.n = 0;
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
+  cr_expect(strstr(b.s, "\"source\":\"env\",\"max_held\":false}") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "\"reclaim_state\":\"max not held\"") != NULL, "%s", b.s);
 }
