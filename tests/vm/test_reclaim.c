@@ -58,15 +58,16 @@ static long long rc_ms(void)
  *         answered by one line:
  *     stat            "stat ms=<CLOCK_MONOTONIC> passes= state= mode= pageout=
  *                     swap_kb=<VmSwap> absent=<heap pages not present>
- *                     u0= hi0= mx0= mn0= lo0= dem0= fail0= po0= ... (per tier)
+ *                     u0= hi0= mx0= mn0= lo0= dem0= fail0= po0= mnh0=<max
+ *                     not held> ... (per tier)
  *                     on0=<heap pages on tier 0's nodes> on1= ... N<n>=<pages>"
- *     watch L T B     every ~50 ms (B > 0: first a timed 1 MiB malloc, touched,
- *                     B times): heap (and burst) pages on tier 0's nodes,
- *                     until they are <= L bytes and the burst is done, or T ms
- *                     passed. "watch under=<ms when first <= L, -1 never>
+ *     watch L T B [K] every ~50 ms (B > 0: first a timed 1 MiB malloc, touched,
+ *                     B times): heap (and burst) pages on tier K's (0's)
+ *                     nodes, until they are <= L bytes and the burst is done,
+ *                     or T ms passed. "watch under=<ms when first <= L, -1 never>
  *                     over=<ms of the last poll above L, -1 none>
  *                     drop=<ms when 2 MiB or more had left since the first
- *                     poll, -1 never> polls=
+ *                     poll, -1 never> bend=<ms the burst ended> polls=
  *                     mallocs= failed= max_malloc_us= last=<bytes at the end>"
  *     check           "check bad=<words that differ> blocks=<blocks with one>"
  *     writers N       N threads rewrite and verify the heap's blocks, each
@@ -178,12 +179,12 @@ static void rc_print_stat(const char *prefix)
          rc_err_at ? tier_of((void *)rc_err_at) : -9);
   for (unsigned t = 0; t < rc_s.ntiers && t < TIER_MAX_TIERS; t++) {
     const tier_stats_tier_t *x = &rc_s.tier[t];
-    printf(" u%u=%llu hi%u=%llu mx%u=%llu mn%u=%llu lo%u=%llu dem%u=%llu fail%u=%llu po%u=%llu on%u=%llu", t,
+    printf(" u%u=%llu hi%u=%llu mx%u=%llu mn%u=%llu lo%u=%llu dem%u=%llu fail%u=%llu po%u=%llu mnh%u=%u on%u=%llu", t,
            (unsigned long long)x->used, t, (unsigned long long)x->budget.high, t,
            (unsigned long long)x->budget.max, t, (unsigned long long)x->budget.min, t,
            (unsigned long long)x->budget.low, t, (unsigned long long)x->reclaim.demoted, t,
            (unsigned long long)x->reclaim.failed, t, (unsigned long long)x->reclaim.paged_out, t,
-           (unsigned long long)(rc_on_tier(counts, t) * 4096));
+           x->budget.max_not_held, t, (unsigned long long)(rc_on_tier(counts, t) * 4096));
   }
   for (int n = 0; n < VM_MAX_NODES; n++)
     if (counts[n]) printf(" N%d=%zu", n, counts[n]);
@@ -191,9 +192,9 @@ static void rc_print_stat(const char *prefix)
   fflush(stdout);
 }
 
-static void rc_watch(uint64_t limit, long long timeout, size_t burst)
+static void rc_watch(uint64_t limit, long long timeout, size_t burst, unsigned tier)
 {
-  long long t0 = rc_ms(), under = -1, over = -1, max_us = 0, drop = -1;
+  long long t0 = rc_ms(), under = -1, over = -1, max_us = 0, drop = -1, bend = burst ? -1 : t0;
   size_t polls = 0, mallocs = 0, failed = 0;
   uint64_t last = 0, first = 0;
   tier_stats_get(&rc_s, sizeof rc_s);
@@ -212,10 +213,11 @@ static void rc_watch(uint64_t limit, long long timeout, size_t burst)
         rc_fill(rc_nblk, 0);
         rc_nblk++;
       }
+      if (mallocs == burst) bend = rc_ms();
     }
     size_t counts[VM_MAX_NODES] = { 0 };
     rc_where(counts);
-    last = rc_on_tier(counts, 0) * 4096;
+    last = rc_on_tier(counts, tier) * 4096;
     if (polls == 0) first = last;
     else if (drop < 0 && last + 2 * VM_MIB <= first) drop = rc_ms();
     polls++;
@@ -230,8 +232,8 @@ static void rc_watch(uint64_t limit, long long timeout, size_t burst)
     struct timespec ts = { 0, 50 * 1000000 };
     nanosleep(&ts, NULL);
   }
-  printf("watch under=%lld over=%lld drop=%lld polls=%zu mallocs=%zu failed=%zu max_malloc_us=%lld last=%llu\n",
-         under, over, drop, polls, mallocs, failed, max_us, (unsigned long long)last);
+  printf("watch under=%lld over=%lld drop=%lld bend=%lld polls=%zu mallocs=%zu failed=%zu max_malloc_us=%lld "
+         "last=%llu\n", under, over, drop, bend, polls, mallocs, failed, max_us, (unsigned long long)last);
   fflush(stdout);
 }
 
@@ -315,11 +317,12 @@ static void rc_child(void)
   FILE *in = fdopen(STDIN_FILENO, "r");
   if (!in) { printf("error=fdopen\n"); return; }
   while (fgets(cmd, sizeof cmd, in)) {
-    unsigned long long a, b, c;
+    unsigned long long a, b, c, d;
     if (strncmp(cmd, "stat", 4) == 0) {
       rc_print_stat("stat");
     } else if (sscanf(cmd, "watch %llu %llu %llu", &a, &b, &c) == 3) {
-      rc_watch(a, (long long)b, c);
+      unsigned k = sscanf(cmd, "watch %llu %llu %llu %llu", &a, &b, &c, &d) == 4 ? (unsigned)d : 0;
+      rc_watch(a, (long long)b, c, k < rc_s.ntiers ? k : 0);
     } else if (sscanf(cmd, "settle %llu", &a) == 1) {
       /* Until a pass has ended idle (every tier within its watermarks), or a ms. */
       long long t0 = rc_ms();
@@ -884,6 +887,30 @@ RC_TEST(pressure_mode_demotes_only_when_the_nodes_are_short)
 
 /* ---- 5: pageout ---- */
 
+/* swapoff every device; rc_fini swaps them on again. */
+static void swap_all_off(void)
+{
+  char sw[4096];
+  cr_assert_eq(vm_read_file("/proc/swaps", sw, sizeof sw), 0);
+  for (char *line = strchr(sw, '\n'); line && line[1] && swaps_off < 8;) {
+    line++;
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
+    if (sscanf(line, "%127s", swap_dev[swaps_off]) == 1) {
+      cr_assert_eq(swapoff(swap_dev[swaps_off]), 0, "swapoff %s: %s", swap_dev[swaps_off], strerror(errno));
+      swaps_off++;
+    }
+    line = nl;
+  }
+}
+
+static void skip_without_swap(void)
+{
+  char sw[4096];
+  cr_assert_eq(vm_read_file("/proc/swaps", sw, sizeof sw), 0);
+  if (!strchr(sw, '\n')) cr_skip_test("no swap in this guest (tests/vm/run --zram 0)");
+}
+
 /* Budgets from the environment: 16 MiB on every tier but the lowest, whose
  * high is 32 MiB; a 96 MiB heap leaves the lowest tier far above its high. */
 static void pageout_env(const vm_topology_t *topo, char *env[], char bufs[][48])
@@ -910,9 +937,7 @@ static uint64_t cg_swap_current(void)
 RC_TEST(the_lowest_tier_above_its_high_is_paged_out_to_swap)
 {
   const vm_topology_t *topo = vm_topology();
-  char sw[4096];
-  cr_assert_eq(vm_read_file("/proc/swaps", sw, sizeof sw), 0);
-  if (!strchr(sw, '\n')) cr_skip_test("no swap in this guest (tests/vm/run --zram 0)");
+  skip_without_swap();
   char *env[8], bufs[TIER_MAX_TIERS][48];
   pageout_env(topo, env, bufs);
   make_cg();
@@ -944,19 +969,7 @@ RC_TEST(the_lowest_tier_above_its_high_is_paged_out_to_swap)
 RC_TEST(without_swap_pageout_says_so_and_counts_nothing)
 {
   const vm_topology_t *topo = vm_topology();
-  char sw[4096];
-  cr_assert_eq(vm_read_file("/proc/swaps", sw, sizeof sw), 0);
-  /* swapoff every device; rc_fini swaps them on again. */
-  for (char *line = strchr(sw, '\n'); line && line[1] && swaps_off < 8;) {
-    line++;
-    char *nl = strchr(line, '\n');
-    if (nl) *nl = 0;
-    if (sscanf(line, "%127s", swap_dev[swaps_off]) == 1) {
-      cr_assert_eq(swapoff(swap_dev[swaps_off]), 0, "swapoff %s: %s", swap_dev[swaps_off], strerror(errno));
-      swaps_off++;
-    }
-    line = nl;
-  }
+  swap_all_off();
   char *env[8], bufs[TIER_MAX_TIERS][48];
   pageout_env(topo, env, bufs);
   make_cg();
@@ -972,6 +985,158 @@ RC_TEST(without_swap_pageout_says_so_and_counts_nothing)
   const char *warn = strstr(child.buf, "tiermalloc: no swap is on");
   cr_expect_not_null(warn, "%s: no warning about swap:\n%s", topo->name, child.buf);
   if (warn) cr_expect_null(strstr(warn + 1, "tiermalloc: no swap is on"), "said twice:\n%s", child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+/* ---- 5b: the lowest tier's max (issue 16) ---- */
+
+/* Budgets from the environment: 16 MiB max on every tier but the lowest,
+ * whose max is 32 MiB (alone: no high), pageout at 1 MiB/s (above max the
+ * rate does not apply). Returns the MiB of the budgets together. */
+static unsigned lowest_max_env(const vm_topology_t *topo, char *env[], char bufs[][48])
+{
+  int k = 0, last = topo->ntiers - 1;
+  env[k++] = "TIERMALLOC_TOPTIER_MAX=16M";
+  for (int t = 1; t < last; t++) {
+    snprintf(bufs[t], 48, "TIERMALLOC_TIER%d_MAX=16M", t);
+    env[k++] = bufs[t];
+  }
+  snprintf(bufs[0], 48, "TIERMALLOC_TIER%d_MAX=32M", last);
+  env[k++] = bufs[0];
+  env[k++] = "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1M";
+  env[k] = NULL;
+  return 16u * (unsigned)last + 32u;
+}
+
+/* Room left in the budgets of the tiers above the lowest (max - used), from a
+ * stat line: pageout leaves the lowest tier that much above its max. */
+static uint64_t room_above(const char *l, int last)
+{
+  uint64_t room = 0;
+  for (int t = 0; t < last; t++) {
+    long long mx = kvt(l, "mx", t), u = kvt(l, "u", t);
+    if (mx > u) room += (uint64_t)(mx - u);
+  }
+  return room;
+}
+
+/* A heap that fits the budgets, then a burst of 24 MiB past their sum: the
+ * lowest tier's heap pages are at most its max plus a chunk (and the room
+ * left above) within 2 s of the burst's end, though the pageout rate alone
+ * would take 24 s; the excess is in swap (VmSwap, memory.swap.current), and
+ * the heap reads back unchanged. */
+RC_TEST(the_lowest_tier_above_its_max_is_paged_out_within_2s)
+{
+  const vm_topology_t *topo = vm_topology();
+  skip_without_swap();
+  char *env[8], bufs[TIER_MAX_TIERS][48];
+  unsigned sum = lowest_max_env(topo, env, bufs);
+  int last = topo->ntiers - 1;
+  make_cg();
+  const char *l = start_rc(sum - 8, env);
+  settle(3000);
+  l = ask("stat", "stat ", 30000);
+  cr_assert_eq(kvt(l, "mx", last), 32 * (long long)VM_MIB, "%s:\n%s", topo->name, child.buf);
+  cr_assert_eq(kvt(l, "po", last), 0, "%s: paged out before the burst:\n%s", topo->name, child.buf);
+  uint64_t want = 32 * VM_MIB + 2 * VM_MIB + room_above(l, last);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "watch %llu 15000 24 %d", (unsigned long long)want, last);
+  long long t0 = rc_ms();
+  l = ask(cmd, "watch ", 60000);
+  long long under = kv(l, "under"), bend = kv(l, "bend");
+  cr_expect(under >= 0 && under - bend <= 2000,
+            "%s: tier %d's heap pages under %.1f MiB (max, a chunk and the room above) %lld ms after the burst "
+            "(-1: not in 15 s), want <= 2000:\n%s",
+            topo->name, last, MIB(want), under < 0 ? -1 : under - bend, child.buf);
+  cr_expect_eq(kv(l, "failed"), 0, "%s:\n%s", topo->name, child.buf);
+  long long over = kv(l, "over");
+  cr_log_info("%s: tier %d's heap last above its max + chunk + room (%.1f MiB) %lld ms into a 24 MiB burst of %lld ms, "
+              "under for good %lld ms after its end", topo->name, last, MIB(want), over < 0 ? -1 : over - t0,
+              bend - t0, under < 0 ? -1 : under - bend);
+  settle(3000);
+  l = ask("stat", "stat ", 30000);
+  long long po = kvt(l, "po", last);
+  long long expect = 16 * (long long)VM_MIB;   /* 24 MiB past the budgets, less the room and slack */
+  cr_expect_geq(po, expect, "%s: tier %d paged out %.1f MiB:\n%s", topo->name, last, MIB(po), child.buf);
+  cr_expect_leq(kvt(l, "on", last), (long long)want, "%s:\n%s", topo->name, child.buf);
+  cr_expect_eq(kvt(l, "mnh", last), 0, "%s:\n%s", topo->name, child.buf);
+  long swap_kb = rc_vmswap_kb(child.pid);
+  cr_expect_geq(swap_kb * 1024ll, expect, "%s: VmSwap %ld kB:\n%s", topo->name, swap_kb, child.buf);
+  cr_expect_geq((long long)cg_swap_current(), expect, "%s: memory.swap.current", topo->name);
+  l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+/* The same from the cgroup: memory.max alone (no memory.high) scales to a
+ * max on every tier, and a heap past memory.max leaves the lowest tier's
+ * heap pages at most its share plus a chunk within 2 s of the heap's end,
+ * with the rest in swap, counted as paged out by tiermalloc, and intact. */
+RC_TEST(a_cgroup_memory_max_alone_holds_the_lowest_tier_by_pageout)
+{
+  const vm_topology_t *topo = vm_topology();
+  skip_without_swap();
+  vm_caps_t c = vm_caps(topo);
+  int last = topo->ntiers - 1;
+  uint64_t lim = 192 * VM_MIB, want = vm_scaled(&c, lim, last);
+  make_cg();
+  set_limit("memory.max", lim);
+  const char *l = start_rc(192 + 16, NULL);
+  long long ready = kv(l, "ms");
+  cr_expect(within_page((uint64_t)kvt(l, "mx", last), want), "%s: tier %d max %lld, want %llu:\n%s", topo->name,
+            last, kvt(l, "mx", last), (unsigned long long)want, child.buf);
+  /* No high: unlimited, UINT64_MAX, which kv's strtoll reads as LLONG_MAX. */
+  cr_expect_eq(kvt(l, "hi", last), LLONG_MAX, "%s: a high on tier %d:\n%s", topo->name, last, child.buf);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "watch %llu 15000 0 %d", (unsigned long long)(want + 2 * VM_MIB), last);
+  l = ask(cmd, "watch ", 60000);
+  long long under = kv(l, "under");
+  cr_expect(under >= 0 && under - ready <= 2000,
+            "%s: tier %d's heap pages under its max %.1f MiB and a chunk %lld ms after the heap was made (-1: not in "
+            "15 s), want <= 2000:\n%s",
+            topo->name, last, MIB(want), under < 0 ? -1 : under - ready, child.buf);
+  settle(3000);
+  l = ask("stat", "stat ", 30000);
+  cr_expect_gt(kvt(l, "po", last), 0, "%s: tiermalloc paged nothing out:\n%s", topo->name, child.buf);
+  cr_log_info("%s: cgroup memory.max alone: tier %d under its max + chunk (%.1f MiB) %lld ms after the heap was made; "
+              "paged out %.1f MiB, VmSwap %ld kB", topo->name, last, MIB(want + 2 * VM_MIB), under - ready,
+              MIB(kvt(l, "po", last)), rc_vmswap_kb(child.pid));
+  cr_expect_leq(kvt(l, "on", last), (long long)(want + 2 * VM_MIB), "%s:\n%s", topo->name, child.buf);
+  cr_expect_gt(rc_vmswap_kb(child.pid), 0, "%s: nothing in swap:\n%s", topo->name, child.buf);
+  l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+/* Without swap, a lowest tier above its max cannot be brought back: one
+ * line says so (and no second one about swap), the stats say "max not held"
+ * for that tier, nothing is counted, and nothing is lost. */
+RC_TEST(without_swap_the_lowest_tiers_max_is_said_not_held)
+{
+  const vm_topology_t *topo = vm_topology();
+  swap_all_off();
+  char *env[8], bufs[TIER_MAX_TIERS][48];
+  unsigned sum = lowest_max_env(topo, env, bufs);
+  int last = topo->ntiers - 1;
+  make_cg();
+  start_rc(sum + 24, env);
+  settle(2000);   /* never idle: the state stays "max not held" */
+  const char *l = ask("stat", "stat ", 30000);
+  cr_expect_eq(kv(l, "state"), TIER_RECLAIM_MAX_NOT_HELD, "%s:\n%s", topo->name, child.buf);
+  cr_expect_eq(kvt(l, "mnh", last), 1, "%s:\n%s", topo->name, child.buf);
+  cr_expect_eq(kvt(l, "mnh", 0), 0, "%s:\n%s", topo->name, child.buf);
+  cr_expect_eq(kvt(l, "po", last), 0, "%s:\n%s", topo->name, child.buf);
+  cr_expect_eq(kv(l, "swap_kb"), 0, "%s:\n%s", topo->name, child.buf);
+  cr_expect_gt(kvt(l, "on", last), 40 * (long long)VM_MIB, "%s: the lowest tier lost pages:\n%s", topo->name,
+               child.buf);
+  char said[64];
+  snprintf(said, sizeof said, "tiermalloc: tier %d is above its max (32.0 MiB)", last);
+  const char *warn = strstr(child.buf, said);
+  cr_expect_not_null(warn, "%s: no warning:\n%s", topo->name, child.buf);
+  if (warn) cr_expect_null(strstr(warn + 1, said), "said twice:\n%s", child.buf);
+  cr_expect_null(strstr(child.buf, "tiermalloc: no swap is on"), "a second line:\n%s", child.buf);
+  l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed:\n%s", topo->name, child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
