@@ -694,7 +694,9 @@ static rc_excess_t rc_lowest_excess(uint64_t pages)
   unsigned last = rc.ntiers - 1;
   uint64_t high = tm_budget_get(last, TM_LIMIT_HIGH), max = tm_budget_get(last, TM_LIMIT_MAX);
   if (max != TM_BUDGET_UNLIMITED && pages > max) ex.hard = pages - max;
-  if (high != TM_BUDGET_UNLIMITED && pages > high) {
+  /* Above high, as for demotion: in mode pressure only while its nodes are
+   * short of free memory. */
+  if (high != TM_BUDGET_UNLIMITED && pages > high && (rc.mode != RC_PRESSURE || rc_short(last))) {
     uint64_t hyst = rc_hysteresis(high);
     ex.soft = pages - (high > hyst ? high - hyst : 0);
   }

@@ -37,13 +37,16 @@
  *     in proportion to its own resident bytes there (at the same rate, and
  *     within the same protection);
  *   - pages out (MADV_PAGEOUT) the coldest chunks of the lowest tier while its
- *     resident bytes are above its high by more than the room left in the
- *     budgets of the tiers above (swap only once the whole budget is spent),
- *     and, when the cgroup as a whole is
- *     within the hysteresis of its memory.high or memory.max, this process's
- *     share of the excess from the lowest tier up; never below a tier's min
- *     (nor its low unless its nodes are short); only when there is swap (said
- *     once when there is none; nothing is then counted);
+ *     pages (start-up metadata aside) are above its max (at once) or its
+ *     high (down to high - hysteresis, at RECLAIM_PAGEOUT_RATE) by more than
+ *     the room left in the budgets of the tiers above (swap only once the
+ *     whole budget is spent), and, when the cgroup as a whole is within the
+ *     hysteresis of its memory.high or memory.max, this process's share of
+ *     the excess from the lowest tier up (at the rate); never below a tier's
+ *     min (nor its low unless its nodes are short); only when there is swap
+ *     (said once when there is none; nothing is then counted). A lowest tier
+ *     above its max that cannot be paged out (no swap, pageout off) is said
+ *     once, and the stats show "max not held" until it is held again;
  *   - keeps the VMAs it creates (each run of chunks bound away from its range's
  *     tier) under half of vm.max_map_count: past that it only moves chunks
  *     next to one already on the target tier.

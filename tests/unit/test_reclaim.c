@@ -544,6 +544,24 @@ Test(reclaim, the_lowest_tier_over_its_max_by_less_than_the_room_above_is_left_a
   rt_free(p, 32);
 }
 
+Test(reclaim, pressure_mode_pages_out_above_high_only_when_the_nodes_are_short_but_not_above_max)
+{
+  void *p[32];
+  char *env[] = { "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=8M",
+                  "TIERMALLOC_TIER1_MAX=24M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
+  rt_lowest_with(p, env);
+  tm_reclaim_pass();
+  uint64_t left = rt_resident_on(1);
+  cr_expect(left <= 24 * MiB && left >= 22 * MiB, "at max, above high: node 1 is not short (%llu KiB)",
+            (unsigned long long)(left >> 10));
+  tmptree_put("sys/devices/system/node/node1/meminfo",
+              "Node 1 MemTotal:        1028376 kB\nNode 1 MemFree:            9000 kB\n");
+  tm_reclaim_pass();
+  left = rt_resident_on(1);
+  cr_expect_leq(left, 8 * MiB, "short: down to high - hysteresis (%llu KiB)", (unsigned long long)(left >> 10));
+  rt_free(p, 32);
+}
+
 /* No swap, or pageout off: the max is said not to be held, once, in the
  * warning and in the stats; nothing is counted; swap turned on later lets
  * it be held. */
