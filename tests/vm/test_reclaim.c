@@ -12,7 +12,7 @@
  * MiB, memory.high = 64 MiB x total capacity / tier 0's capacity (about 190M
  * in 2tier and flat, 310M in 3tier).
  *
- * The tests take one lock (flock on /tmp/vmtest-reclaim.lock), so they run
+ * The tests take one lock (flock on VM_RECLAIM_LOCK), so they run
  * one at a time even under --jobs 2: they time reclaim and measure the free
  * memory of the top tier's nodes, which another heap test would disturb.
  *
@@ -401,7 +401,7 @@ static char swap_dev[8][128];
 
 static void rc_init(void)
 {
-  lock_fd = open("/tmp/vmtest-reclaim.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   cr_assert_geq(lock_fd, 0, "lock: %s", strerror(errno));
   while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {}
 }

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,8 +47,14 @@ Test(rig, cgroup_v2_memory_for_children)
 Test(rig, zram_swap_is_on)
 {
   vm_topology();
+  /* Not while a reclaim test has turned swap off. */
+  int fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(fd, 0, "%s: %s", VM_RECLAIM_LOCK, strerror(errno));
+  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
   char buf[1024];
-  cr_assert_eq(vm_read_file("/proc/swaps", buf, sizeof buf), 0);
+  int err = vm_read_file("/proc/swaps", buf, sizeof buf);
+  close(fd);
+  cr_assert_eq(err, 0);
   cr_expect(strstr(buf, "/dev/zram0") != NULL, "/proc/swaps:\n%s", buf);
 }
 

@@ -156,6 +156,10 @@ int vm_read_file(const char *path, char *buf, size_t size);
 /* Value of "key":<number> after `from` in a JSON text; -1 when absent. */
 long long vm_json_num(const char *from, const char *key);
 
+/* The reclaim tests hold this lock (flock, exclusive) one at a time; some
+ * turn swap off for a while, so a test that needs swap on takes it too. */
+#define VM_RECLAIM_LOCK "/tmp/vmtest-reclaim.lock"
+
 /* What tier 0 may hold under TIERMALLOC_TOPTIER_MAX=16M: the budget leaves
  * out the start-up metadata (allocator/policy.h), one 2 MiB base block for
  * the first thread's arena and one for the pinned tier-0 arena; arenas that
