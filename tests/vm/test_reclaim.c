@@ -911,9 +911,11 @@ static void skip_without_swap(void)
   if (!strchr(sw, '\n')) cr_skip_test("no swap in this guest (tests/vm/run --zram 0)");
 }
 
-/* Budgets from the environment: 16 MiB on every tier but the lowest, whose
- * high is 32 MiB; a 96 MiB heap leaves the lowest tier far above its high. */
-static void pageout_env(const vm_topology_t *topo, char *env[], char bufs[][48])
+/* Budgets from the environment: a 16 MiB max on every tier but the lowest,
+ * whose `limit` ("HIGH" or "MAX") alone is 32 MiB, and `extra` (or NULL).
+ * Returns the MiB of the budgets together. */
+static unsigned lowest_env(const vm_topology_t *topo, char *env[], char bufs[][48], const char *limit,
+                           char *extra)
 {
   int k = 0, last = topo->ntiers - 1;
   env[k++] = "TIERMALLOC_TOPTIER_MAX=16M";
@@ -921,9 +923,17 @@ static void pageout_env(const vm_topology_t *topo, char *env[], char bufs[][48])
     snprintf(bufs[t], 48, "TIERMALLOC_TIER%d_MAX=16M", t);
     env[k++] = bufs[t];
   }
-  snprintf(bufs[0], 48, "TIERMALLOC_TIER%d_HIGH=32M", last);
+  snprintf(bufs[0], 48, "TIERMALLOC_TIER%d_%s=32M", last, limit);
   env[k++] = bufs[0];
+  if (extra) env[k++] = extra;
   env[k] = NULL;
+  return 16u * (unsigned)last + 32u;
+}
+
+/* A 96 MiB heap leaves the lowest tier far above a high of 32 MiB. */
+static void pageout_env(const vm_topology_t *topo, char *env[], char bufs[][48])
+{
+  lowest_env(topo, env, bufs, "HIGH", NULL);
 }
 
 static uint64_t cg_swap_current(void)
@@ -932,6 +942,19 @@ static uint64_t cg_swap_current(void)
   snprintf(path, sizeof path, "%s/memory.swap.current", cg);
   cr_assert_eq(vm_read_file(path, v, sizeof v), 0, "%s", path);
   return strtoull(v, NULL, 10);
+}
+
+/* At least `expect` bytes of the child in swap (VmSwap, and the cgroup's
+ * memory.swap.current), and its heap reads back unchanged. Ends the child. */
+static void expect_in_swap_and_intact(const vm_topology_t *topo, long long expect)
+{
+  long swap_kb = rc_vmswap_kb(child.pid);
+  cr_expect_geq(swap_kb * 1024ll, expect, "%s: VmSwap %ld kB:\n%s", topo->name, swap_kb, child.buf);
+  uint64_t cg_swap = cg_swap_current();
+  cr_expect_geq((long long)cg_swap, expect, "%s: memory.swap.current %.1f MiB", topo->name, MIB(cg_swap));
+  const char *l = ask("check", "check ", 60000);
+  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
 RC_TEST(the_lowest_tier_above_its_high_is_paged_out_to_swap)
@@ -953,17 +976,11 @@ RC_TEST(the_lowest_tier_above_its_high_is_paged_out_to_swap)
   cr_expect_eq(kv(l, "pageout"), 1, "%s", child.buf);
   cr_expect_geq(po, expect, "%s: tier %d paged out %.1f MiB, want >= %.1f:\n%s", topo->name, last, MIB(po),
                 MIB(expect), child.buf);
-  long swap_kb = rc_vmswap_kb(child.pid);
-  cr_expect_geq(swap_kb * 1024ll, expect, "%s: VmSwap %ld kB:\n%s", topo->name, swap_kb, child.buf);
-  uint64_t cg_swap = cg_swap_current();
-  cr_expect_geq((long long)cg_swap, expect, "%s: memory.swap.current %.1f MiB", topo->name, MIB(cg_swap));
   /* move_pages finds the swapped pages absent (-ENOENT). */
   cr_expect_geq(kv(l, "absent") * 4096, expect, "%s:\n%s", topo->name, child.buf);
   /* The lowest tier's resident heap is under its high. */
   cr_expect_leq(kvt(l, "on", last), 32 * (long long)VM_MIB, "%s:\n%s", topo->name, child.buf);
-  l = ask("check", "check ", 60000);
-  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
-  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  expect_in_swap_and_intact(topo, expect);
 }
 
 RC_TEST(without_swap_pageout_says_so_and_counts_nothing)
@@ -990,22 +1007,11 @@ RC_TEST(without_swap_pageout_says_so_and_counts_nothing)
 
 /* ---- 5b: the lowest tier's max (issue 16) ---- */
 
-/* Budgets from the environment: 16 MiB max on every tier but the lowest,
- * whose max is 32 MiB (alone: no high), pageout at 1 MiB/s (above max the
+/* The lowest tier's max alone (no high), pageout at 1 MiB/s (above max the
  * rate does not apply). Returns the MiB of the budgets together. */
 static unsigned lowest_max_env(const vm_topology_t *topo, char *env[], char bufs[][48])
 {
-  int k = 0, last = topo->ntiers - 1;
-  env[k++] = "TIERMALLOC_TOPTIER_MAX=16M";
-  for (int t = 1; t < last; t++) {
-    snprintf(bufs[t], 48, "TIERMALLOC_TIER%d_MAX=16M", t);
-    env[k++] = bufs[t];
-  }
-  snprintf(bufs[0], 48, "TIERMALLOC_TIER%d_MAX=32M", last);
-  env[k++] = bufs[0];
-  env[k++] = "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1M";
-  env[k] = NULL;
-  return 16u * (unsigned)last + 32u;
+  return lowest_env(topo, env, bufs, "MAX", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1M");
 }
 
 /* Room left in the budgets of the tiers above the lowest (max - used), from a
@@ -1060,12 +1066,7 @@ RC_TEST(the_lowest_tier_above_its_max_is_paged_out_within_2s)
   cr_expect_geq(po, expect, "%s: tier %d paged out %.1f MiB:\n%s", topo->name, last, MIB(po), child.buf);
   cr_expect_leq(kvt(l, "on", last), (long long)want, "%s:\n%s", topo->name, child.buf);
   cr_expect_eq(kvt(l, "mnh", last), 0, "%s:\n%s", topo->name, child.buf);
-  long swap_kb = rc_vmswap_kb(child.pid);
-  cr_expect_geq(swap_kb * 1024ll, expect, "%s: VmSwap %ld kB:\n%s", topo->name, swap_kb, child.buf);
-  cr_expect_geq((long long)cg_swap_current(), expect, "%s: memory.swap.current", topo->name);
-  l = ask("check", "check ", 60000);
-  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
-  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  expect_in_swap_and_intact(topo, expect);
 }
 
 /* The same from the cgroup: memory.max alone (no memory.high) scales to a
@@ -1102,10 +1103,7 @@ RC_TEST(a_cgroup_memory_max_alone_holds_the_lowest_tier_by_pageout)
               "paged out %.1f MiB, VmSwap %ld kB", topo->name, last, MIB(want + 2 * VM_MIB), under - ready,
               MIB(kvt(l, "po", last)), rc_vmswap_kb(child.pid));
   cr_expect_leq(kvt(l, "on", last), (long long)(want + 2 * VM_MIB), "%s:\n%s", topo->name, child.buf);
-  cr_expect_gt(rc_vmswap_kb(child.pid), 0, "%s: nothing in swap:\n%s", topo->name, child.buf);
-  l = ask("check", "check ", 60000);
-  cr_expect_eq(kv(l, "bad"), 0, "%s: the heap changed across pageout:\n%s", topo->name, child.buf);
-  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+  expect_in_swap_and_intact(topo, 1);
 }
 
 /* Without swap, a lowest tier above its max cannot be brought back: one
