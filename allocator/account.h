@@ -106,18 +106,6 @@ static inline void *tm_count_alloc(tm_thread_t *t, void *p)
   return p;
 }
 
-/* The calling thread, ready to count; NULL when it cannot count now. Starts
- * tiermalloc on the first call of the process. A READY thread has runs open;
- * every other state has TM_NO_RUN, so the fast paths' run compares send it
- * to its set-up (thread.c). */
-static inline tm_thread_t *tm_thread(void)
-{
-  tm_thread_t *t = &tm_tls;
-  if (__builtin_expect(t->state == TM_THREAD_READY, 1)) return t;
-  extern tm_thread_t *tm_thread_prepare(void);
-  return tm_thread_prepare();
-}
-
 /* Counts a call made while the thread could not count (tm_thread() was NULL):
  * usable bytes of p allocated or freed, on shared atomics. */
 void tm_account_late(const void *p, size_t usable, int freed);

@@ -8,9 +8,9 @@
 #include <stdio.h>
 
 #include "account.h"
-#include "background.h"
 #include "jemap.h"
 #include "log.h"
+#include "notify.h"
 #include "policy.h"
 #include "range.h"
 
@@ -61,7 +61,7 @@ static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t 
   void *p = tm_policy_carve(ah->tier, ah->pinned, size, align);
   if (p == NULL && !ah->pinned) p = arena_alloc_unplaced(size, align);
   if (p == NULL) return NULL;
-  tm_background_heap_grew();
+  tm_notify_heap_grew();
   *zero = true;
   if (*commit) tm_policy_commit(p, size, ah->tier, ah->pinned);
   return p;

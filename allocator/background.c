@@ -11,6 +11,7 @@
 #include "account.h"
 #include "je.h"
 #include "log.h"
+#include "notify.h"
 #include "options.h"
 #include "range.h"
 #include "reclaim.h"
@@ -180,6 +181,13 @@ void tm_background_heap_grew(void)
   tm_thread_t *self = &tm_tls;
   if (!bg_je_wanted() || self->state != TM_THREAD_READY || self->internal) return;
   tm_account_defer(self, bg_start_deferred);
+}
+
+void tm_background_init(void)
+{
+  static const tm_notify_ops_t ops = { .committed = tm_background_reclaim_wanted,
+                                       .heap_grew = tm_background_heap_grew };
+  tm_notify_set(&ops);
 }
 
 void tm_background_start(void)

@@ -14,6 +14,12 @@
 #ifndef TM_BACKGROUND_H
 #define TM_BACKGROUND_H
 
+/* Start-up, before the arenas are hooked: takes the lower layers'
+ * notifications (notify.h): committed memory wakes reclaim
+ * (tm_background_reclaim_wanted), a grown heap may start jemalloc's
+ * background thread (tm_background_heap_grew). */
+void tm_background_init(void);
+
 /* Start-up, after the arenas are hooked: with TIERMALLOC_BACKGROUND_THREAD=on,
  * starts jemalloc's background thread now. */
 void tm_background_start(void);
@@ -23,7 +29,7 @@ void tm_background_start(void);
  * jemalloc's background thread. */
 void tm_background_second_thread(void);
 
-/* The heap grew (an extent hook carved address space; hooks may not start a
+/* The heap grew (an extent hook carved address space, notify.h; hooks may not start a
  * thread, so this only asks the calling thread to do it at its next
  * allocation, tm_account_defer): with TIERMALLOC_BACKGROUND_THREAD=auto,
  * once the heap has held 64 MiB, jemalloc's background thread is started,
@@ -34,8 +40,8 @@ void tm_background_heap_grew(void);
 /* Name of the reclaim thread (thread.c keeps it out of the arenas). */
 #define TM_RECLAIM_THREAD_NAME "tiermalloc_rcl"
 
-/* Called as memory is committed (an extent hook: it only asks the calling
- * thread, tm_account_defer): when reclaim is needed (tm_reclaim_needed) and
+/* Called as memory is committed (an extent hook, notify.h: it only asks the
+ * calling thread, tm_account_defer): when reclaim is needed (tm_reclaim_needed) and
  * its thread is not running, the thread starts. It runs tm_reclaim_pass in a
  * loop, every signal blocked, and never allocates. */
 void tm_background_reclaim_wanted(void);

@@ -1,9 +1,9 @@
 #include "policy.h"
 
-#include "background.h"
 #include "budget.h"
 #include "chunkmap.h"
 #include "hotness.h"
+#include "notify.h"
 #include "range.h"
 
 static const tm_topology_t *policy_topo;
@@ -122,7 +122,7 @@ void tm_policy_commit(void *p, size_t size, unsigned pref, int pinned)
     tm_hotness_touch(c);
     a += n;
   }
-  tm_background_reclaim_wanted();
+  tm_notify_committed();
 }
 
 void tm_policy_decommit(void *p, size_t size)

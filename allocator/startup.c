@@ -109,6 +109,7 @@ static void start_run(void)
   tm_policy_init(&start_topo);
   tm_reclaim_init(&start_topo, "");
   tm_fork_init();
+  tm_background_init();   /* before the first extent hook asks for it */
   tmje_malloc_message = start_je_message;
   if (tm_ranges.n > 0 && tm_arenas_init((unsigned)start_topo.ntiers) != 0) {
     /* Without hooks on every arena, memory would be on no known tier. */

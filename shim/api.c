@@ -3,7 +3,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "account.h"
 #include "arena.h"
 #include "chunkmap.h"
 #include "je.h"
@@ -11,6 +10,7 @@
 #include "shim.h"
 #include "startup.h"
 #include "stats.h"
+#include "thread.h"
 #include "tiermalloc.h"
 
 TM_EXPORT int tier_count(void)

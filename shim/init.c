@@ -5,9 +5,9 @@
  * printed by the destructor, which runs after the program's own exit
  * handlers, so they cover the whole run.
  */
-#include "account.h"
 #include "shim.h"
 #include "stats.h"
+#include "thread.h"
 
 __attribute__((constructor(101))) static void tm_shim_init(void)
 {

@@ -13,12 +13,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "account.h"
 #include "je.h"
 #include "jemap.h"
 #include "range.h"
 #include "shim.h"
 #include "startup.h"
+#include "thread.h"
 
 extern void __libc_free(void *);
 extern void *__libc_realloc(void *, size_t);
