@@ -45,6 +45,7 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_KEEP  0x2u   /* never reclaimed: a pinned arena's, or start-up metadata */
 #define TM_CHUNK_PAGED 0x4u   /* reclaim paged it out; pages back since mean it was used */
 #define TM_CHUNK_BASE  0x8u   /* start-up metadata: outside the budgets (policy.c) */
+#define TM_CHUNK_SPLIT 0x10u  /* bound on its own, a VMA of its own (hotness.h) */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

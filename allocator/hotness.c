@@ -1,8 +1,34 @@
 #include "hotness.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
+
+#include "kfile.h"
+#include "log.h"
+#include "options.h"
+#include "os.h"
+
+enum { HN_AUTO, HN_ACCESSED, HN_COMMIT_AGE, HN_OFF };   /* TIERMALLOC_HOTNESS, in the table's order */
 
 _Atomic uint16_t tm_hotness_now;
+
+static struct {
+  int source;
+  char root[TM_KFILE_PATH_MAX / 2];
+  uint64_t interval_ns, last_ns;
+  uint64_t max_split;
+  _Atomic uint64_t nsplit;
+} hn = { .source = HN_COMMIT_AGE };
+
+static uint64_t hn_now_ns(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 void tm_hotness_tick(void)
 {
@@ -15,6 +41,7 @@ void tm_hotness_tick(void)
 
 unsigned tm_hotness_age(tm_chunk_t *c)
 {
+  if (hn.source == HN_OFF) return 0;
   uint16_t now = atomic_load_explicit(&tm_hotness_now, memory_order_relaxed);
   uint16_t age = (uint16_t)(now - atomic_load_explicit(&c->age, memory_order_relaxed));
   if (age > TM_HOTNESS_AGE_MAX) {
@@ -28,5 +55,125 @@ unsigned tm_hotness_age(tm_chunk_t *c)
 
 const char *tm_hotness_signal(void)
 {
-  return "commit age";
+  return hn.source == HN_ACCESSED ? "accessed bits" : hn.source == HN_OFF ? "none" : "commit age";
+}
+
+static int hn_path(char *path, const char *leaf)
+{
+  return tm_kfile_path(path, hn.root, "/proc/self", NULL, -1, leaf);
+}
+
+/* The kernel lets this process clear its accessed bits and read them back. */
+static bool hn_accessed_available(void)
+{
+  char path[TM_KFILE_PATH_MAX];
+  return hn_path(path, "clear_refs") == 0 && access(path, W_OK) == 0 &&
+         hn_path(path, "smaps") == 0 && access(path, R_OK) == 0;
+}
+
+void tm_hotness_init(const char *root, uint64_t max_split)
+{
+  strncpy(hn.root, root, sizeof hn.root - 1);
+  hn.root[sizeof hn.root - 1] = '\0';
+  hn.max_split = max_split;
+  hn.last_ns = 0;
+  uint64_t ms = tm_option(TM_OPTION_HOTNESS_INTERVAL_MS)->num;
+  hn.interval_ns = (ms < 100 ? 100 : ms) * 1000000ull;
+  int want = (int)tm_option(TM_OPTION_HOTNESS)->num;
+  hn.source = want == HN_AUTO ? (hn_accessed_available() ? HN_ACCESSED : HN_COMMIT_AGE) : want;
+  if (want == HN_ACCESSED && !hn_accessed_available()) {
+    tm_warn("TIERMALLOC_HOTNESS=accessed: /proc/self/clear_refs cannot be written or smaps read; "
+            "using the commit age");
+    hn.source = HN_COMMIT_AGE;
+  }
+  tm_os_split_chunks(hn.source == HN_ACCESSED);
+}
+
+bool tm_hotness_split(tm_chunk_t *c)
+{
+  if (hn.source != HN_ACCESSED ||
+      (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT))
+    return false;
+  if (atomic_fetch_add_explicit(&hn.nsplit, 1, memory_order_relaxed) >= hn.max_split) {
+    atomic_fetch_sub_explicit(&hn.nsplit, 1, memory_order_relaxed);
+    return false;
+  }
+  atomic_fetch_or_explicit(&c->flags, TM_CHUNK_SPLIT, memory_order_relaxed);
+  return true;
+}
+
+/* A VMA line of smaps ("lo-hi perms offset dev inode [path]"): its bounds. */
+static bool hn_vma(const char *line, uintptr_t *lo, uintptr_t *hi)
+{
+  uintptr_t v[2] = { 0, 0 };
+  int k = 0;
+  const char *p = line;
+  for (; k < 2; k++, p++) {
+    const char *s = p;
+    for (;; p++) {
+      unsigned d = *p >= '0' && *p <= '9' ? (unsigned)(*p - '0')
+                   : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10) : 16u;
+      if (d == 16) break;
+      v[k] = v[k] << 4 | d;
+    }
+    if (p == s || *p != (k ? ' ' : '-')) return false;
+  }
+  *lo = v[0];
+  *hi = v[1];
+  return true;
+}
+
+/* Touches each chunk that is a VMA of its own with a page referenced. false
+ * when smaps cannot be read or has no Referenced: field. */
+static bool hn_read_referenced(void)
+{
+  char path[TM_KFILE_PATH_MAX], line[256];
+  tm_kfile_lines_t r;
+  if (hn_path(path, "smaps") != 0 || tm_kfile_lines_open(&r, path) != 0) return false;
+  tm_chunk_t *c = NULL;   /* the chunk the current VMA is, if it is one */
+  bool seen = false;
+  int cut, len;
+  while ((len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
+    uintptr_t lo, hi;
+    if (hn_vma(line, &lo, &hi)) {
+      c = hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1)) ? tm_chunk_of((void *)lo) : NULL;
+      continue;
+    }
+    if (strncmp(line, "Referenced:", 11) != 0) continue;
+    seen = true;
+    const char *p = line + 11;
+    while (*p == ' ') p++;
+    if (c && *p >= '1' && *p <= '9') tm_hotness_touch(c);
+    c = NULL;
+  }
+  close(r.fd);
+  return seen;
+}
+
+static bool hn_clear(void)
+{
+  char path[TM_KFILE_PATH_MAX];
+  if (hn_path(path, "clear_refs") != 0) return false;
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  /* 1: the accessed bits; 4: soft-dirty, whose clear also flushes the TLB. */
+  bool ok = write(fd, "1", 1) == 1 && write(fd, "4", 1) == 1;
+  close(fd);
+  return ok;
+}
+
+bool tm_hotness_scan(void)
+{
+  if (hn.source != HN_ACCESSED) return false;
+  uint64_t now = hn_now_ns();
+  if (hn.last_ns && now - hn.last_ns < hn.interval_ns) return false;
+  bool first = hn.last_ns == 0;
+  hn.last_ns = now;
+  if ((!first && !hn_read_referenced()) || !hn_clear()) {
+    tm_warn("the accessed bits cannot be read or cleared (/proc/self/smaps, clear_refs); "
+            "using the commit age");
+    hn.source = HN_COMMIT_AGE;
+    return false;
+  }
+  return true;
 }

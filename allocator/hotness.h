@@ -1,16 +1,32 @@
 /*
- * hotness: which chunks reclaim calls cold. One interface, so the access
- * tracking to come (page-table access bits, PAGEMAP_SCAN) replaces the signal
- * without touching reclaim.
+ * hotness: which chunks reclaim calls cold, from one of these sources
+ * (TIERMALLOC_HOTNESS; the stats name it, tier_stats_t.cold_signal):
  *
- * The signal today is the commit age: the time since the allocator last
- * committed memory in the chunk (jemalloc handed it out fresh, or reused it
- * after giving its pages back). It sees allocation, not access: a chunk of
- * long-lived data that is read all the time looks as cold as one nobody
- * reads. It is what a malloc knows for free, and the generational rule
- * behind it holds for most heaps: memory allocated recently is used most,
- * and what survived long without the allocator touching it is mostly read
- * rarely. Stats name the signal (tier_stats_t.cold_signal).
+ *   accessed    the accessed bits of each chunk's pages: every
+ *               HOTNESS_INTERVAL_MS the reclaim thread reads each VMA's
+ *               Referenced: in /proc/self/smaps and clears the bits with
+ *               /proc/self/clear_refs; a chunk with a page accessed since is
+ *               young. It sees reads as well as writes. The kernel reports
+ *               per VMA, so each chunk is made a VMA of its own as it is
+ *               placed (os.h, tm_os_split_chunks), up to a quarter of
+ *               vm.max_map_count; chunks beyond that keep the commit age.
+ *               Clearing the bits does not flush the TLB on x86, and a hot
+ *               page whose translation stays cached would not be seen again
+ *               (bench/results/hotness.md: recall 0.5-0.8 natively), so "4"
+ *               follows "1": the soft-dirty clear flushes the process's TLB,
+ *               at the cost of one write fault per page written in the next
+ *               interval. Both clears are process-wide: the kernel's own
+ *               view of the process's accessed pages restarts with them.
+ *   commit-age  the time since the allocator last committed memory in the
+ *               chunk (jemalloc handed it out fresh, or reused it after
+ *               giving its pages back). It sees allocation, not access: long-
+ *               lived data read all the time looks as cold as data nobody
+ *               reads. The generational rule behind it holds for most heaps.
+ *   off         none: every chunk is as cold as any other (lowest address
+ *               first).
+ * auto: accessed where /proc/self/clear_refs can be written and smaps read,
+ * else commit-age. With either source, a chunk's commit makes it young, and
+ * so does a chunk reclaim paged out whose pages came back (reclaim.c).
  *
  * Times are in units of TM_HOTNESS_TICK_MS, kept in 16 bits: ages beyond
  * TM_HOTNESS_AGE_MAX ticks (about 55 minutes) are all equally old.
@@ -19,6 +35,7 @@
 #define TM_HOTNESS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "chunkmap.h"
@@ -44,7 +61,26 @@ void tm_hotness_tick(void);
  * Keeps very old stamps from wrapping around to look young. */
 unsigned tm_hotness_age(tm_chunk_t *c);
 
-/* The name of the signal, for stats ("commit age"). */
+/* The name of the source in use, for stats ("accessed bits", "commit age",
+ * "none"). */
 const char *tm_hotness_signal(void);
+
+/* Reads TIERMALLOC_HOTNESS and chooses the source; root: where /proc is read
+ * ("" for the running process, or a test's tree). max_split: chunks that may
+ * be given a VMA of their own. Start-up (reclaim.c's init), and again in
+ * tests. */
+void tm_hotness_init(const char *root, uint64_t max_split);
+
+/* Placement, binding c as it places it: true when c should be bound even on
+ * its own range's tier, so it becomes a VMA of its own (the accessed source),
+ * once per chunk and while fewer than max_split chunks are. */
+bool tm_hotness_split(tm_chunk_t *c);
+
+/* The reclaim thread, at each wake: with the accessed source, once an
+ * interval, makes every chunk with a page accessed since the last scan young
+ * and clears the bits again. A source that fails (clear_refs refused, smaps
+ * without Referenced:) is said once and replaced by the commit age. Returns
+ * true when it scanned. */
+bool tm_hotness_scan(void);
 
 #endif

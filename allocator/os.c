@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <numaif.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -31,17 +32,29 @@ static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, u
   return syscall(SYS_mbind, p, size, mode, mask, maxnode, (unsigned long)flags) == 0 ? 0 : errno;
 }
 
+#ifndef MPOL_F_STATIC_NODES
+#define MPOL_F_STATIC_NODES (1 << 15)   /* linux/mempolicy.h; numaif.h lacks it */
+#endif
+
+static bool os_split;
+
+void tm_os_split_chunks(bool on)
+{
+  os_split = on;
+}
+
 static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
                      unsigned flags)
 {
+  int mode_flags = os_split && ((uintptr_t)p >> 21 & 1) ? MPOL_F_STATIC_NODES : 0;
   /* The kernel reads maxnode-1 bits; one more than our mask holds. */
-  int err = os_mbind(p, size, MPOL_PREFERRED_MANY, (const unsigned long *)nodes->w,
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)nodes->w,
                      TIER_MAX_NODES + 1, flags);
   if (err == EINVAL) {
     tm_nodemask_t one = {{0}};
     tm_nodemask_set(&one, first_node);
-    err = os_mbind(p, size, MPOL_PREFERRED, (const unsigned long *)one.w, TIER_MAX_NODES + 1,
-                   flags);
+    err = os_mbind(p, size, MPOL_PREFERRED | mode_flags, (const unsigned long *)one.w,
+                   TIER_MAX_NODES + 1, flags);
   }
   return err;
 }

@@ -8,6 +8,7 @@
 #ifndef TM_OS_H
 #define TM_OS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "topology.h"
@@ -52,5 +53,12 @@ typedef struct tm_os_s {
 
 /* The real primitives. */
 extern const tm_os_t tm_os_linux;
+
+/* While on, tm_os_linux's bind and move give each 2 MiB chunk of odd index
+ * MPOL_F_STATIC_NODES: the same placement (it differs only when the cpuset's
+ * allowed nodes change), but a policy the kernel does not merge with its
+ * neighbours', so each chunk bound is a VMA of its own: the kernel reports
+ * accessed pages per VMA (hotness.h). Set once at start-up. */
+void tm_os_split_chunks(bool on);
 
 #endif

@@ -166,6 +166,7 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   if (n > 1 && buf[n - 1] == '\n' && tm_text_parse_u64(buf, buf + n - 1, &v) == 0 && v > 0)
     maps = v;
   rc.vma_limit = maps / 2;
+  tm_hotness_init(root, maps / 4);   /* chunks of a VMA of their own: another quarter */
   tm_migrate_init(topo);
   tm_budget_snapshot(&rc.budgets);
   rc.swap = rc_swap_detect() == 1;
@@ -771,6 +772,7 @@ uint64_t tm_reclaim_pass(void)
   uint64_t now = rc_now(CLOCK_MONOTONIC);
   if (!rc.cpu_seen) rc.cpu_seen = rc_now(CLOCK_THREAD_CPUTIME_ID);
   tm_hotness_tick();
+  tm_hotness_scan();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
     rc_cpu_account();

@@ -59,3 +59,14 @@ bench-reclaim: $(B)/bench/reclaim-tm $(B)/bench/reclaim-plain
 .PHONY: bench-fairness
 bench-fairness: $(B)/bench/fairness
 	bench/fairness --bin $(B)/bench/fairness --lib $(B)/libtiermalloc.so $(BENCH_FAIRNESS_ARGS)
+
+# What each unprivileged access-tracking source sees (issue 17): bench/hotsrc.c
+# natively and in the 2tier VM, about 3 minutes. Writes
+# bench/results/hotness.md. Needs no tiermalloc.
+.PHONY: bench-hotness
+$(B)/bench/hotsrc: bench/hotsrc.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lnuma
+
+bench-hotness: $(B)/bench/hotsrc
+	bench/hotness

@@ -423,12 +423,6 @@ static void rc_fini(void)
 
 #define RC_TEST(name, ...) Test(reclaim, name, .init = rc_init, .fini = rc_fini, ##__VA_ARGS__)
 
-/* The cgroup limit (whole MiB, rounded up) whose tier-0 share is `share`. */
-static uint64_t limit_for_share(const vm_caps_t *c, uint64_t share)
-{
-  uint64_t l = (uint64_t)((unsigned __int128)share * c->total / c->cap[0]);
-  return (l + VM_MIB - 1) / VM_MIB * VM_MIB;
-}
 
 static int within_page(uint64_t a, uint64_t b)
 {
@@ -552,7 +546,7 @@ static const char *start_on_top_with(const vm_topology_t *topo, const vm_caps_t 
                                      char *const extra[])
 {
   make_cg();
-  uint64_t roomy = limit_for_share(c, (uint64_t)heap_mib * 2 * VM_MIB);
+  uint64_t roomy = vm_limit_for_share(c, (uint64_t)heap_mib * 2 * VM_MIB);
   set_limit(file, roomy);
   const char *l = start_rc(heap_mib, extra);
   long long on0 = kv(l, "on0");
@@ -594,7 +588,7 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
   const vm_topology_t *topo = vm_topology();
   vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("stat", "stat ", 30000);   /* the reclaim thread runs (a finite high) */
   long long t0 = rc_ms();
   set_limit("memory.high", lim);
@@ -625,7 +619,7 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
   const vm_topology_t *topo = vm_topology();
   vm_caps_t c = vm_caps(topo);
   make_cg();
-  set_limit("memory.high", limit_for_share(&c, 256 * VM_MIB));
+  set_limit("memory.high", vm_limit_for_share(&c, 256 * VM_MIB));
   vm_cgroup_set(cg, "cgroup.subtree_control", "+memory");
   snprintf(leaf, sizeof leaf, "%s/leaf", cg);
   cr_assert_eq(mkdir(leaf, 0755), 0, "mkdir %s: %s", leaf, strerror(errno));
@@ -637,7 +631,7 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
   cr_assert_geq(kv(l, "on0"), 126 * (long long)VM_MIB, "%s: the heap is not on tier 0:\n%s", topo->name,
                 child.buf);
   ask("settle 1500", "settle ", 30000);   /* idle: the thread sleeps a whole period */
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   long long t0 = rc_ms();
   set_limit("memory.high", lim);
   char cmd[96];
@@ -674,7 +668,7 @@ static void burst_past_max(const char *period_max, long long react_ms, long long
   vm_caps_t c = vm_caps(topo);
   char *env[] = { (char *)period_max, NULL };
   start_on_top_with(topo, &c, "memory.max", 128, period_max ? env : NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("settle 3000", "settle ", 30000);   /* idle, so its period has grown */
   long long t0 = rc_ms();
   set_limit("memory.max", lim);
@@ -726,7 +720,7 @@ RC_TEST(min_stops_demotion)
   char *env[] = { "TIERMALLOC_TOPTIER_MIN=48M", "TIERMALLOC_RECLAIM_HYSTERESIS=50%", "TIERMALLOC_RECLAIM_PAGEOUT=0",
                   NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   set_limit("memory.high", lim);
   char cmd[96];
   snprintf(cmd, sizeof cmd, "watch %llu 5000 0", (unsigned long long)want);
@@ -757,7 +751,7 @@ RC_TEST(min_holds_when_high_drops_below_it)
    * 2tier) above the cgroup's use (68.6 MiB measured: the heap, the test
    * binary, libraries); a 24 MiB share put it at 71 MiB, too close, on a
    * boot with a larger node0. */
-  uint64_t lim = limit_for_share(&c, 28 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 28 * VM_MIB), want = vm_scaled(&c, lim, 0);
   char cur[64], path[200];
   snprintf(path, sizeof path, "%s/memory.current", cg);
   cr_assert_eq(vm_read_file(path, cur, sizeof cur), 0);
@@ -807,7 +801,7 @@ RC_TEST(low_is_demoted_only_under_pressure)
   char *env[] = { "TIERMALLOC_TOPTIER_LOW=48M", "TIERMALLOC_RECLAIM_HYSTERESIS=50%",
                   "TIERMALLOC_RECLAIM_PRESSURE_FREE=25%", "TIERMALLOC_RECLAIM_PAGEOUT=0", NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   int node = vm_tier_node(topo, 0);
   uint64_t thresh = c.cap[0] / 4;
   set_limit("memory.high", lim);
@@ -849,7 +843,7 @@ RC_TEST(pressure_mode_demotes_only_when_the_nodes_are_short)
   vm_caps_t c = vm_caps(topo);
   char *env[] = { "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_RECLAIM_PRESSURE_FREE=25%", NULL };
   start_on_top(topo, &c, 128, env);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   int node = vm_tier_node(topo, 0);
   uint64_t thresh = c.cap[0] / 4;
   set_limit("memory.high", lim);
@@ -1145,7 +1139,7 @@ RC_TEST(threads_writing_the_chunks_being_demoted_lose_nothing)
   const vm_topology_t *topo = vm_topology();
   vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   ask("writers 2", "writers ", 30000);
   set_limit("memory.high", lim);
   char cmd[96];
@@ -1172,7 +1166,7 @@ RC_TEST(fork_while_demoting_keeps_the_data_and_restarts_reclaim_in_the_child)
   const vm_topology_t *topo = vm_topology();
   vm_caps_t c = vm_caps(topo);
   start_on_top(topo, &c, 128, NULL);
-  uint64_t lim = limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, 64 * VM_MIB), want = vm_scaled(&c, lim, 0);
   set_limit("memory.high", lim);
   /* Fork as soon as demotion has begun. */
   long long t0 = rc_ms();
@@ -1271,7 +1265,7 @@ RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
   const unsigned heap_mib = c.cap[0] >= 400 * VM_MIB ? 96 : 64;
   const uint64_t share = heap_mib * VM_MIB, slack = 8 * VM_MIB;
   make_cg();
-  set_limit("memory.high", limit_for_share(&c, 4 * (uint64_t)heap_mib * VM_MIB));
+  set_limit("memory.high", vm_limit_for_share(&c, 4 * (uint64_t)heap_mib * VM_MIB));
   vm_proc_t *kids[2] = { &child, &child2 };
   for (int i = 0; i < 2; i++) {
     const char *l = start_rc_on(kids[i], heap_mib, NULL);
@@ -1280,7 +1274,7 @@ RC_TEST(two_processes_in_one_cgroup_stay_within_the_shared_budget_together)
                   "%s: child %d has only %.1f MiB of its %u MiB heap on tier 0 under a roomy high:\n%s", topo->name,
                   i, MIB(on0), heap_mib, kids[i]->buf);
   }
-  uint64_t lim = limit_for_share(&c, share), want = vm_scaled(&c, lim, 0);
+  uint64_t lim = vm_limit_for_share(&c, share), want = vm_scaled(&c, lim, 0);
   uint64_t anon_before = cg_anon_on(topo, 0);
   cr_assert_gt(anon_before, want + slack, "%s: memory.numa_stat anon on tier 0 only %.1f MiB before the limit drops "
                "(share %.1f MiB): the test needs both heaps there", topo->name, MIB(anon_before), MIB(want));

@@ -440,6 +440,12 @@ uint64_t vm_scaled(const vm_caps_t *c, uint64_t limit, int t)
   return (uint64_t)((unsigned __int128)limit * c->cap[t] / c->total);
 }
 
+uint64_t vm_limit_for_share(const vm_caps_t *c, uint64_t share)
+{
+  uint64_t l = (uint64_t)((unsigned __int128)share * c->total / c->cap[0]);
+  return (l + VM_MIB - 1) / VM_MIB * VM_MIB;
+}
+
 const char *vm_self(void)
 {
   static char self[PATH_MAX];

@@ -140,6 +140,9 @@ vm_caps_t vm_caps(const vm_topology_t *topo);
 /* limit x capacity(t) / capacity(all tiers): tier t's scaled share. */
 uint64_t vm_scaled(const vm_caps_t *c, uint64_t limit, int t);
 
+/* The cgroup limit (whole MiB, rounded up) whose tier-0 share is `share`. */
+uint64_t vm_limit_for_share(const vm_caps_t *c, uint64_t share);
+
 /* This test binary itself (for child modes, see vm_child.c) and the library
  * next to it ($ORIGIN/../libtiermalloc.so). */
 const char *vm_self(void);

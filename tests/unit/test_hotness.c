@@ -1,0 +1,158 @@
+/* hotness: the choice of source, the chunks the accessed bits make young
+ * (from an smaps text of the test's own), and the bound on chunks given a
+ * VMA of their own. The real source (clear_refs and smaps of a running
+ * process, VMAs split by policy) is checked in the tiered VM
+ * (tests/vm/test_hotness.c). */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capture.h"
+#include "chunkmap.h"
+#include "hotness.h"
+#include "options.h"
+#include "os.h"
+#include "range.h"
+#include "tmptree.h"
+#include "topology.h"
+
+static tm_topology_t hn_topo;
+
+static void hn_setup(void)
+{
+  tmptree_make(NULL);
+  char *none[] = { NULL };
+  tm_options_init_from(none, false);
+  cr_assert_eq(tm_topology_discover(&hn_topo, "tests/fixtures/dram-cxl-6.12", NULL), 0);
+  cr_assert_eq(tm_ranges_init(&hn_topo, (size_t)1 << 30, SIZE_MAX, &tm_os_linux), 0);
+  cr_assert_eq(tm_chunkmap_init(), 0);
+}
+
+static void hn_teardown(void)
+{
+  tmptree_cleanup();
+}
+
+TestSuite(hotness, .init = hn_setup, .fini = hn_teardown);
+
+static void hn_options(char **env, uint64_t max_split)
+{
+  tm_options_init_from(env, false);
+  tm_hotness_init(tmptree, max_split);
+}
+
+static void hn_kernel_offers_it(void)
+{
+  tmptree_put("proc/self/clear_refs", "");
+  tmptree_put("proc/self/smaps", "");
+}
+
+Test(hotness, auto_takes_the_accessed_bits_where_the_kernel_offers_them)
+{
+  char *none[] = { NULL };
+  hn_options(none, 8);
+  cr_expect_str_eq(tm_hotness_signal(), "commit age", "no clear_refs in the tree");
+  hn_kernel_offers_it();
+  hn_options(none, 8);
+  cr_expect_str_eq(tm_hotness_signal(), "accessed bits");
+  char *age[] = { "TIERMALLOC_HOTNESS=commit-age", NULL };
+  hn_options(age, 8);
+  cr_expect_str_eq(tm_hotness_signal(), "commit age");
+  cr_expect(!tm_hotness_split(tm_chunk_of((void *)tm_range_lo(0))), "no VMA per chunk for the commit age");
+}
+
+Test(hotness, accessed_where_the_kernel_does_not_offer_it_is_said_once)
+{
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", NULL };
+  capture_begin();
+  hn_options(env, 8);
+  const char *out = capture_end();
+  cr_expect_eq(capture_count_lines(out), 1, "%s", out);
+  cr_expect(strstr(out, "TIERMALLOC_HOTNESS=accessed") != NULL, "%s", out);
+  cr_expect_str_eq(tm_hotness_signal(), "commit age");
+}
+
+Test(hotness, off_calls_every_chunk_equally_cold)
+{
+  char *env[] = { "TIERMALLOC_HOTNESS=off", NULL };
+  hn_options(env, 8);
+  cr_expect_str_eq(tm_hotness_signal(), "none");
+  tm_chunk_t *c = tm_chunk_of((void *)tm_range_lo(0));
+  atomic_store(&c->age, (uint16_t)(atomic_load(&tm_hotness_now) - 500));
+  cr_expect_eq(tm_hotness_age(c), 0);
+}
+
+Test(hotness, each_chunk_gets_a_vma_of_its_own_once_up_to_the_bound)
+{
+  hn_kernel_offers_it();
+  char *none[] = { NULL };
+  hn_options(none, 2);
+  tm_chunk_t *c = tm_chunk_of((void *)tm_range_lo(0));
+  cr_expect(tm_hotness_split(c));
+  cr_expect(!tm_hotness_split(c), "once per chunk");
+  cr_expect(tm_hotness_split(c + 1));
+  cr_expect(!tm_hotness_split(c + 2), "two at most");
+  cr_expect(atomic_load(&c[2].flags) == 0);
+}
+
+/* The chunk at lo + k chunks, its smaps entry with `kb` referenced. */
+static int hn_vma(char *buf, size_t size, uintptr_t lo, unsigned chunks, unsigned kb)
+{
+  return snprintf(buf, size,
+                  "%lx-%lx rw-p 00000000 00:00 0 \n"
+                  "Size:               %u kB\nRss:                %u kB\nReferenced:         %u kB\n"
+                  "Anonymous:          %u kB\n",
+                  (unsigned long)lo, (unsigned long)(lo + chunks * TM_CHUNK_SIZE), chunks * 2048, kb, kb, kb);
+}
+
+Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
+{
+  hn_kernel_offers_it();
+  char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  hn_options(env, 64);
+  uintptr_t lo = tm_range_lo(0);
+  tm_chunk_t *c = tm_chunk_of((void *)lo);
+  tm_hotness_tick();
+  uint16_t old = (uint16_t)(atomic_load(&tm_hotness_now) - 300);
+  for (int k = 0; k < 5; k++) atomic_store(&c[k].age, old);
+  /* Chunk 0 referenced; 1 not; 2-3 one VMA (no per-chunk answer); 4 a
+   * library's mapping of the same size elsewhere does not count. */
+  char smaps[2048];
+  int n = hn_vma(smaps, sizeof smaps, 0x10000, 1, 4);
+  n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo, 1, 8);
+  n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 0);
+  n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + 2 * TM_CHUNK_SIZE, 2, 100);
+  tmptree_put("proc/self/smaps", smaps);
+  cr_expect(tm_hotness_scan(), "the first scan clears");
+  cr_expect(!tm_hotness_scan(), "not again within the interval");
+  char buf[16] = "";
+  FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
+  cr_assert_not_null(f);
+  cr_expect_not_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  cr_expect_str_eq(buf, "14", "accessed bits, then soft-dirty (the TLB flush)");
+  cr_expect_geq(tm_hotness_age(&c[0]), 300, "the first scan reads nothing");
+  usleep(110 * 1000);
+  cr_expect(tm_hotness_scan());
+  cr_expect_lt(tm_hotness_age(&c[0]), 2, "referenced: young");
+  cr_expect_geq(tm_hotness_age(&c[1]), 300, "not referenced: as old as before");
+  cr_expect_geq(tm_hotness_age(&c[2]), 300, "a VMA of two chunks tells neither");
+  cr_expect_geq(tm_hotness_age(&c[3]), 300);
+  cr_expect_str_eq(tm_hotness_signal(), "accessed bits");
+}
+
+Test(hotness, smaps_without_referenced_falls_back_to_the_commit_age_and_says_so)
+{
+  hn_kernel_offers_it();
+  char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  hn_options(env, 64);
+  tmptree_put("proc/self/smaps", "10000-12000 rw-p 00000000 00:00 0 \nRss: 4 kB\n");
+  cr_expect(tm_hotness_scan());
+  usleep(110 * 1000);
+  capture_begin();
+  cr_expect(!tm_hotness_scan());
+  const char *out = capture_end();
+  cr_expect_eq(capture_count_lines(out), 1, "%s", out);
+  cr_expect_str_eq(tm_hotness_signal(), "commit age");
+}

@@ -1,0 +1,227 @@
+/* The accessed-bits source (issue 17), against the kernel: a heap of 2 MiB
+ * blocks, one chunk each, every sixth of them read (never written) by a
+ * thread all the time, and the cgroup's memory.high lowered so that tier 0
+ * keeps room for about twice the hot set. Reclaim must demote the cold
+ * chunks and keep the read-only hot ones on top, which the commit age
+ * cannot (the blocks were allocated interleaved, so hot and cold are equally
+ * old to it). Checked with move_pages over the child's blocks; the heap reads
+ * back unchanged. Chunk-granular: a hot block smaller than a chunk, beside a
+ * cold one, is not told apart yet.
+ *
+ * Topologies: 2tier, 3tier and flat. */
+#include <criterion/criterion.h>
+#include <fcntl.h>
+#include <numaif.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "vmtest.h"
+
+#define HN_BLOCK (2 * VM_MIB)
+#define HN_MAX_BLOCKS 256
+#define HN_EVERY 6   /* one block in six is hot */
+
+/* ======================================================================
+ * Child mode VMTEST_HOTNESS=child: VMTEST_HOTNESS_BLOCKS blocks of 2 MiB,
+ * chunk-aligned, filled with varied words; a thread reads one word a page of
+ * every hot block in a loop; "ready"; then on each stdin line "where" it
+ * prints "where hot=<pages> cold=<pages> hotN<n>=<pages> coldN<n>=<pages> ...
+ * signal=<cold_signal> state=<reclaim state>", and at the end of input it
+ * checks the words: "check bad=<words that differ>".
+ * ====================================================================== */
+
+static uint64_t *hn_blk[HN_MAX_BLOCKS];
+static size_t hn_n;
+static atomic_bool hn_stop;
+
+static uint64_t hn_word(size_t b, size_t k)
+{
+  uint64_t x = (b << 40) ^ (k * 0x9e3779b97f4a7c15ull) ^ 0x5bd1e995u;
+  x ^= x >> 31;
+  return x * 0xbf58476d1ce4e5b9ull;
+}
+
+static void *hn_reader(void *arg)
+{
+  volatile uint64_t sink = 0;
+  while (!atomic_load_explicit(&hn_stop, memory_order_relaxed))
+    for (size_t b = 0; b < hn_n; b += HN_EVERY)
+      for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) sink += hn_blk[b][k];
+  return arg;
+}
+
+static void hn_where(void)
+{
+  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
+  for (size_t b = 0; b < hn_n; b++) {
+    size_t *counts = b % HN_EVERY ? cold : hot;
+    vm_pages_by_node(hn_blk[b], HN_BLOCK, counts);
+  }
+  printf("where");
+  for (int n = 0; n < VM_MAX_NODES; n++) {
+    nh += hot[n];
+    nc += cold[n];
+    if (hot[n]) printf(" hotN%d=%zu", n, hot[n]);
+    if (cold[n]) printf(" coldN%d=%zu", n, cold[n]);
+  }
+  tier_stats_t s;
+  tier_stats_get(&s, sizeof s);
+  printf(" hot=%zu cold=%zu state=%u signal=%s\n", nh, nc, s.reclaim_state, s.cold_signal[0] == 'a' ? "accessed" : "other");
+  fflush(stdout);
+}
+
+__attribute__((constructor)) static void hn_child_main(void)
+{
+  const char *mode = getenv("VMTEST_HOTNESS");
+  if (!mode || strcmp(mode, "child") != 0) return;
+  const char *nb = getenv("VMTEST_HOTNESS_BLOCKS");
+  hn_n = nb ? strtoul(nb, NULL, 10) : 60;
+  if (hn_n > HN_MAX_BLOCKS) hn_n = HN_MAX_BLOCKS;
+  for (size_t b = 0; b < hn_n; b++) {
+    void *p = NULL;
+    if (posix_memalign(&p, HN_BLOCK, HN_BLOCK) != 0) { printf("error=malloc\n"); _exit(1); }
+    hn_blk[b] = p;
+    for (size_t k = 0; k < HN_BLOCK / 8; k++) hn_blk[b][k] = hn_word(b, k);
+  }
+  pthread_t th;
+  pthread_create(&th, NULL, hn_reader, NULL);
+  printf("ready blocks=%zu\n", hn_n);
+  fflush(stdout);
+  char line[64];
+  while (fgets(line, sizeof line, stdin))
+    if (strncmp(line, "where", 5) == 0) hn_where();
+  atomic_store(&hn_stop, true);
+  pthread_join(th, NULL);
+  size_t bad = 0;
+  for (size_t b = 0; b < hn_n; b++)
+    for (size_t k = 0; k < HN_BLOCK / 8; k++) bad += hn_blk[b][k] != hn_word(b, k);
+  printf("check bad=%zu\n", bad);
+  fflush(stdout);
+  _exit(0);
+}
+
+/* ======================================================================
+ * The tests.
+ * ====================================================================== */
+
+static vm_proc_t child = { .in = -1, .out = -1 };
+static char cg[128];
+static int lock_fd = -1;
+
+static void hn_init(void)
+{
+  /* One heap test at a time with the reclaim tests: they measure tier 0. */
+  lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(lock_fd, 0);
+  while (flock(lock_fd, LOCK_EX) != 0) {}
+}
+
+static void hn_fini(void)
+{
+  vm_proc_kill(&child);
+  if (cg[0]) vm_cgroup_remove(cg);
+  cg[0] = 0;
+  if (lock_fd >= 0) close(lock_fd);
+  lock_fd = -1;
+}
+
+/* The number after " key=" in line, -1 when absent. */
+static long long hn_kv(const char *line, const char *key)
+{
+  char pat[48];
+  snprintf(pat, sizeof pat, " %s=", key);
+  const char *eol = strchr(line, '\n'), *p = strstr(line, pat);
+  return p && (!eol || p < eol) ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Pages of the hot (or cold) blocks on the nodes of tier t, from a where line. */
+static long long hn_on(const vm_topology_t *topo, const char *line, const char *which, int t)
+{
+  long long sum = 0;
+  for (int n = 0; n < 64; n++) {
+    if (!(topo->tier_nodes[t] >> n & 1)) continue;
+    char key[24];
+    snprintf(key, sizeof key, "%sN%d", which, n);
+    long long v = hn_kv(line, key);
+    if (v > 0) sum += v;
+  }
+  return sum;
+}
+
+/* Runs the child under `hotness` with 60 blocks (20 MiB hot), lowers the
+ * cgroup's memory.high to a tier-0 share of 40 MiB, and returns the share of
+ * hot pages on tier 0 after reclaim has settled (at most 12 s). */
+static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const char **where)
+{
+  vm_caps_t c = vm_caps(topo);
+  char name[64];
+  snprintf(name, sizeof name, "vmtest-hotness-%d", (int)getpid());
+  if (cg[0]) vm_cgroup_remove(cg);
+  vm_cgroup_make(cg, sizeof cg, name);
+  char v[32];
+  snprintf(v, sizeof v, "%llu", (unsigned long long)vm_limit_for_share(&c, 240 * VM_MIB));
+  vm_cgroup_set(cg, "memory.high", v);
+  char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", (char *)hotness,
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+  const char *l;
+  cr_assert_eq(vm_proc_say(&child, "where"), 0);
+  l = vm_proc_expect(&child, "where ", 30000);
+  cr_assert_not_null(l, "%s", child.buf);
+  long long hot = hn_kv(l, "hot");
+  cr_assert_geq(hn_on(topo, l, "hot", 0), hot - 16, "%s: the heap is not on tier 0 at first:\n%s", topo->name,
+                child.buf);
+  usleep(1500 * 1000);   /* three intervals of the reader */
+  uint64_t lim = vm_limit_for_share(&c, 40 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  snprintf(v, sizeof v, "%llu", (unsigned long long)lim);
+  vm_cgroup_set(cg, "memory.high", v);
+  long long end = 0;
+  for (int i = 0; i < 24; i++) {
+    usleep(500 * 1000);
+    for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
+    cr_assert_eq(vm_proc_say(&child, "where"), 0);
+    l = vm_proc_expect(&child, "where ", 30000);
+    cr_assert_not_null(l, "%s", child.buf);
+    long long on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+    if (on0 <= (long long)want && hn_kv(l, "state") == TIER_RECLAIM_IDLE && ++end >= 2) break;
+  }
+  *where = l;
+  cr_expect_leq((hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096, (long long)want,
+                "%s: the heap on tier 0 is not under its high %.1f MiB:\n%s", topo->name,
+                (double)want / VM_MIB, child.buf);
+  return hot ? (double)hn_on(topo, l, "hot", 0) / (double)hot : 0;
+}
+
+static void hn_end_intact(void)
+{
+  close(child.in);
+  child.in = -1;
+  const char *l = vm_proc_expect(&child, "check ", 120000);
+  cr_assert_not_null(l, "%s", child.buf);
+  cr_expect_eq(hn_kv(l, "bad"), 0, "the heap changed:\n%s", child.buf);
+  cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+Test(hotness, a_read_only_hot_set_stays_on_top_when_the_high_drops, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  const char *l;
+  double accessed = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=accessed", &l);
+  cr_expect(strstr(l, "signal=accessed") != NULL, "%s: not the accessed bits:\n%s", topo->name, child.buf);
+  cr_expect_geq(accessed, 0.9, "%s: only %.0f %% of the read-only hot set kept on tier 0:\n%s", topo->name,
+                accessed * 100, child.buf);
+  hn_end_intact();
+  double age = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=commit-age", &l);
+  hn_end_intact();
+  cr_log_info("%s: hot set kept on tier 0 under a 40 MiB share: accessed bits %.0f %%, commit age %.0f %%",
+              topo->name, accessed * 100, age * 100);
+}
