@@ -38,6 +38,7 @@ typedef struct tm_chunk_s {
   _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
   _Atomic uint8_t flags;       /* reserved for reclaim and hotness */
   _Atomic uint16_t age;        /* hotness.h: when the chunk was last used, as it defines use */
+  _Atomic uint16_t moved;      /* hotness clock when reclaim last moved it up or down */
 } tm_chunk_t;
 
 /* Bits of tm_chunk_t.flags. */

@@ -19,6 +19,7 @@ static struct {
   int source;
   char root[TM_KFILE_PATH_MAX / 2];
   uint64_t interval_ns, last_ns;
+  unsigned reads;   /* scans that read the bits since the source was chosen */
   uint64_t max_split;
   _Atomic uint64_t nsplit;
 } hn = { .source = HN_COMMIT_AGE };
@@ -53,6 +54,39 @@ unsigned tm_hotness_age(tm_chunk_t *c)
   return age;
 }
 
+static unsigned hn_interval_ticks(void)
+{
+  return (unsigned)(hn.interval_ns / 1000000u / TM_HOTNESS_TICK_MS);
+}
+
+bool tm_hotness_hot(tm_chunk_t *c)
+{
+  /* Touched at the last scan, or since (a commit). */
+  return hn.source == HN_ACCESSED && tm_hotness_age(c) <= hn_interval_ticks() + 1;
+}
+
+bool tm_hotness_cold(tm_chunk_t *c)
+{
+  /* Only once the bits were read that often: a chunk committed before the
+   * first scan carries an old stamp whatever its use. */
+  return hn.source == HN_ACCESSED && hn.reads >= TM_HOTNESS_COLD_SCANS &&
+         tm_hotness_age(c) > TM_HOTNESS_COLD_SCANS * hn_interval_ticks();
+}
+
+unsigned tm_hotness_since_moved(tm_chunk_t *c)
+{
+  uint16_t now = atomic_load_explicit(&tm_hotness_now, memory_order_relaxed);
+  uint16_t moved = atomic_load_explicit(&c->moved, memory_order_relaxed);
+  return moved ? (uint16_t)(now - moved) : UINT16_MAX;   /* 0: never moved */
+}
+
+void tm_hotness_moved(tm_chunk_t *c)
+{
+  /* 0 means never: a stamp of 0 is taken as the tick after. */
+  uint16_t now = atomic_load_explicit(&tm_hotness_now, memory_order_relaxed);
+  atomic_store_explicit(&c->moved, now ? now : 1, memory_order_relaxed);
+}
+
 const char *tm_hotness_signal(void)
 {
   return hn.source == HN_ACCESSED ? "accessed bits" : hn.source == HN_OFF ? "none" : "commit age";
@@ -77,6 +111,7 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   hn.root[sizeof hn.root - 1] = '\0';
   hn.max_split = max_split;
   hn.last_ns = 0;
+  hn.reads = 0;
   uint64_t ms = tm_option(TM_OPTION_HOTNESS_INTERVAL_MS)->num;
   hn.interval_ns = (ms < 100 ? 100 : ms) * 1000000ull;
   int want = (int)tm_option(TM_OPTION_HOTNESS)->num;
@@ -175,5 +210,6 @@ bool tm_hotness_scan(void)
     hn.source = HN_COMMIT_AGE;
     return false;
   }
+  hn.reads += !first;
   return true;
 }

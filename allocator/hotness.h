@@ -61,6 +61,19 @@ void tm_hotness_tick(void);
  * Keeps very old stamps from wrapping around to look young. */
 unsigned tm_hotness_age(tm_chunk_t *c);
 
+/* With the accessed bits only (false otherwise): c had a page accessed in
+ * the last interval (hot), or in none of the last TM_HOTNESS_COLD_SCANS
+ * intervals, the bits having been read at least that often (cold). What promotion and exchange go by: the commit age cannot
+ * tell hot from merely new. */
+#define TM_HOTNESS_COLD_SCANS 2u
+bool tm_hotness_hot(tm_chunk_t *c);
+bool tm_hotness_cold(tm_chunk_t *c);
+
+/* Ticks since reclaim last moved c (promotion's cool-down; UINT16_MAX when
+ * never; the 16-bit clock wraps after about 109 minutes). */
+unsigned tm_hotness_since_moved(tm_chunk_t *c);
+void tm_hotness_moved(tm_chunk_t *c);
+
 /* The name of the source in use, for stats ("accessed bits", "commit age",
  * "none"). */
 const char *tm_hotness_signal(void);

@@ -53,6 +53,8 @@ static struct {
   uint64_t period_min, period_max, period;    /* ns */
   uint64_t rate;                               /* bytes per second above high */
   uint64_t pageout_rate;                       /* bytes per second paged out */
+  uint64_t promote_rate;                       /* bytes per second promoted (0: none) */
+  uint64_t promote_allowance;
   bool pageout;
   uint64_t last_full_ns;                       /* when the last full pass began */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
@@ -73,8 +75,8 @@ static struct {
 } rc;
 
 /* Written by the reclaim thread only, read by stats. */
-static _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_paged[TIER_MAX_TIERS],
-    rc_failed[TIER_MAX_TIERS], rc_passes, rc_cpu_ns;
+static _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_promoted[TIER_MAX_TIERS],
+    rc_paged[TIER_MAX_TIERS], rc_failed[TIER_MAX_TIERS], rc_passes, rc_cpu_ns;
 static _Atomic int rc_state;
 static _Atomic bool rc_unheld;   /* the lowest tier is above its max, and nothing can be paged out */
 
@@ -96,12 +98,14 @@ static void rc_reset(void)
 {
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
     atomic_store_explicit(&rc_demoted[t], 0, memory_order_relaxed);
+    atomic_store_explicit(&rc_promoted[t], 0, memory_order_relaxed);
     atomic_store_explicit(&rc_paged[t], 0, memory_order_relaxed);
     atomic_store_explicit(&rc_failed[t], 0, memory_order_relaxed);
     rc.allowance[t] = 0;
     rc.draining[t] = false;
   }
   rc.pageout_allowance = 0;
+  rc.promote_allowance = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -157,6 +161,7 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   rc.rate = tm_option(TM_OPTION_RECLAIM_RATE)->num;
   rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
   rc.pageout_rate = tm_option(TM_OPTION_RECLAIM_PAGEOUT_RATE)->num;
+  rc.promote_rate = tm_option(TM_OPTION_RECLAIM_PROMOTE_RATE)->num;
   char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
   int n = tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0
@@ -542,6 +547,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
         }
         rc_add(&rc_demoted[t], n.moved);
         rc_add(&rc_failed[t], n.failed);
+        tm_hotness_moved(c);
         s->hist[t][b]--;
         s->hist[t + 1][0]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
@@ -623,6 +629,81 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
   if (low > floor && !rc_short(t)) floor = low;
   if (floor == 0) return UINT64_MAX;
   return s->movable[t] > floor ? s->movable[t] - floor : 0;
+}
+
+/* ---- promotion ------------------------------------------------------------ */
+
+/* A chunk stays where reclaim last moved it, up or down, at least this long
+ * before promotion or an exchange moves it again: nothing ping-pongs. */
+#define RC_COOLDOWN_TICKS (10000u / TM_HOTNESS_TICK_MS)
+
+static bool rc_settled(tm_chunk_t *c)
+{
+  return tm_hotness_since_moved(c) >= RC_COOLDOWN_TICKS;
+}
+
+/* Bytes tier t may still take before it reaches its placement limit (the
+ * smaller of high and max) less the hysteresis: promotion stops short of
+ * what would make reclaim demote again. UINT64_MAX: unlimited. */
+static uint64_t rc_room_below_high(unsigned t)
+{
+  uint64_t lim = tm_budget_placement_limit(t);
+  if (lim == TM_BUDGET_UNLIMITED) return UINT64_MAX;
+  uint64_t target = lim > rc_hysteresis(lim) ? lim - rc_hysteresis(lim) : 0, used = tm_policy_used(t);
+  return target > used ? target - used : 0;
+}
+
+/* The coldest movable chunk of tier t that the accessed bits call cold and
+ * that is settled, or NULL. */
+static tm_chunk_t *rc_coldest(unsigned t)
+{
+  tm_chunk_t *best = NULL;
+  unsigned best_age = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_cold(c) || !rc_settled(c)) continue;
+      unsigned age = tm_hotness_age(c);
+      if (!best || age > best_age) {
+        best = c;
+        best_age = age;
+      }
+    }
+  return best;
+}
+
+/* Moves the hot chunks of tier t (>= 1) up to t-1, at most `want` bytes:
+ * into the room under t-1's high (less the hysteresis), and, when t-1 has
+ * none, in exchange for a cold chunk of t-1 (demoted to t first; the tier's
+ * usage stays as it was, so its min and low are kept). Only chunks the
+ * accessed bits saw in the last interval move up, only cold ones move down,
+ * and none that moved in the last RC_COOLDOWN_TICKS. Returns the bytes
+ * promoted. */
+static uint64_t rc_promote(unsigned t, uint64_t want)
+{
+  uint64_t done = 0;
+  for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_hot(c) || !rc_settled(c)) continue;
+      uint64_t bytes = tm_chunk_bytes(c);
+      tm_migrate_counts_t n = {0};
+      /* Cold chunks out until it fits (a few: the tier may stand a little
+       * above the mark, and chunks hold different amounts). */
+      for (unsigned k = 0; rc_room_below_high(t - 1) < bytes; k++) {
+        tm_chunk_t *cold = k < 4 ? rc_coldest(t - 1) : NULL;
+        if (!cold || tm_migrate_chunk(cold, t, &n) != 0) return done;   /* full of hot data */
+        rc_add(&rc_demoted[t - 1], n.moved);
+        rc_add(&rc_failed[t - 1], n.failed);
+        tm_hotness_moved(cold);
+        n = (tm_migrate_counts_t){0};
+      }
+      if (tm_migrate_chunk(c, t - 1, &n) != 0) continue;
+      rc_add(&rc_promoted[t - 1], n.moved);
+      tm_hotness_moved(c);
+      done += bytes;
+    }
+  return done;
 }
 
 /* The budgets should be derived again: RC_REFRESH periods have passed, or
@@ -809,6 +890,19 @@ uint64_t tm_reclaim_pass(void)
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
+  /* Promotion, from the top down, at RECLAIM_PROMOTE_RATE: after demotion,
+   * so a tier over its watermarks never takes more. */
+  if (rc.promote_rate) {
+    rc_accrue(&rc.promote_allowance, rc.promote_rate, elapsed);
+    for (unsigned t = 1; t < rc.ntiers && rc.promote_allowance >= TM_CHUNK_SIZE; t++) {
+      uint64_t up = rc_promote(t, rc.promote_allowance);
+      rc.promote_allowance = rc.promote_allowance > up ? rc.promote_allowance - up : 0;
+      if (up) {
+        over = true;   /* more may follow at the next wake */
+        if (state == TIER_RECLAIM_IDLE) state = TIER_RECLAIM_PROMOTING;
+      }
+    }
+  }
   /* Pageout: the lowest tier above its max or its high; or the whole
    * cgroup near its limit, from the lowest tier up. */
   unsigned last = rc.ntiers - 1;
@@ -884,7 +978,7 @@ void tm_reclaim_stats(tier_stats_t *s)
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
     s->tier[t].reclaim.demoted = atomic_load_explicit(&rc_demoted[t], memory_order_relaxed);
-    s->tier[t].reclaim.promoted = 0;
+    s->tier[t].reclaim.promoted = atomic_load_explicit(&rc_promoted[t], memory_order_relaxed);
     s->tier[t].reclaim.paged_out = atomic_load_explicit(&rc_paged[t], memory_order_relaxed);
     s->tier[t].reclaim.failed = atomic_load_explicit(&rc_failed[t], memory_order_relaxed);
     s->tier[t].budget.max_not_held =

@@ -81,7 +81,7 @@ const char *tm_stats_reclaim_mode_name(uint32_t m)
 const char *tm_stats_reclaim_state_name(uint32_t st)
 {
   static const char *const names[] = { "stopped", "idle", "demoting", "paging out",
-                                        "max not held" };
+                                        "max not held", "promoting" };
   return st < sizeof names / sizeof names[0] ? names[st] : "?";
 }
 

@@ -17,7 +17,7 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format);
 
 /* "off", "always", "pressure" (tier_reclaim_mode_t); "stopped", "idle",
- * "demoting", "paging out", "max not held" (tier_reclaim_state_t). */
+ * "demoting", "paging out", "max not held", "promoting" (tier_reclaim_state_t). */
 const char *tm_stats_reclaim_mode_name(uint32_t m);
 const char *tm_stats_reclaim_state_name(uint32_t st);
 

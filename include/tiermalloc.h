@@ -81,7 +81,7 @@ void tier_free(void *p);
  * with move_pages (see tier_stats_t's reclaim_* fields). */
 #define TIER_STATS_RECLAIM_FIELDS(X)                                           \
   X(demoted,   bytes, "moved from this tier to the next one down (pages found there afterwards)") \
-  X(promoted,  bytes, "moved to this tier from the one below (0 until access tracking exists)") \
+  X(promoted,  bytes, "moved to this tier from the one below, hot by the accessed bits (pages found here afterwards)") \
   X(paged_out, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap (no longer resident afterwards)") \
   X(failed,    bytes, "pages asked to move down that did not (busy, pinned, no room): retried later")
 
@@ -120,6 +120,7 @@ typedef enum tier_reclaim_state_e {
   TIER_RECLAIM_PAGING_OUT,
   TIER_RECLAIM_MAX_NOT_HELD, /* a tier is above its max and nothing can bring it back: the lowest
                                 tier, with no swap to page out to (budget.max_not_held says which) */
+  TIER_RECLAIM_PROMOTING,   /* moving hot chunks up (the accessed bits), nothing over a watermark */
 } tier_reclaim_state_t;
 
 typedef struct tier_stats_tier_s {
@@ -146,7 +147,7 @@ typedef struct tier_stats_s {
   char cgroup[256];                 /* the process's cgroup ("/app/worker"), "" when none */
   uint32_t reclaim_mode;            /* tier_reclaim_mode_t */
   uint32_t reclaim_state;           /* tier_reclaim_state_t */
-  char cold_signal[32];             /* what reclaim calls cold ("commit age") */
+  char cold_signal[32];             /* what reclaim calls cold: "accessed bits", "commit age" or "none" */
   uint32_t pageout_available;       /* 1: swap is on, so MADV_PAGEOUT can page out */
   uint32_t reserved_;
 } tier_stats_t;

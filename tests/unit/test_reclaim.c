@@ -8,6 +8,7 @@
  * and memory.numa_stat. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -606,6 +607,178 @@ Test(reclaim, a_lowest_tier_max_with_pageout_off_is_said_not_held)
   cr_expect_eq(rt.pageouts, 0);
   cr_expect_eq(rt_stats().tier[1].budget.max_not_held, 1);
   rt_free(p, 32);
+}
+
+/* ---- promotion (the accessed bits; their scan is tests/unit/test_hotness.c,
+ * so these set the chunks' ages by hand) ---- */
+
+static void rt_accessed_tree(void)
+{
+  tmptree_put("proc/self/clear_refs", "");
+  tmptree_put("proc/self/smaps", "10000-12000 rw-p 00000000 00:00 0 \nReferenced:          0 kB\n");
+}
+
+/* Every committed chunk hot (accessed now) or cold (not for a minute). */
+static void rt_heat_all(bool hot)
+{
+  tm_hotness_tick();
+  uint16_t now = atomic_load(&tm_hotness_now);
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      if (tm_chunk_bytes(tm_chunk_of((void *)a)))
+        atomic_store(&tm_chunk_of((void *)a)->age, (uint16_t)(hot ? now : now - 600));
+}
+
+/* The chunks of blocks b[first..last) (2 MiB, one chunk each) hot or cold. */
+static void rt_heat(void **b, int first, int last, bool hot)
+{
+  tm_hotness_tick();
+  uint16_t now = atomic_load(&tm_hotness_now);
+  for (int i = first; i < last; i++) atomic_store(&tm_chunk_of(b[i])->age, (uint16_t)(hot ? now : now - 600));
+}
+
+static unsigned rt_chunks_on(void **b, int first, int last, unsigned t)
+{
+  unsigned n = 0;
+  for (int i = first; i < last; i++) n += tm_chunk_tier(tm_chunk_of(b[i])) == t;
+  return n;
+}
+
+/* n blocks of 2 MiB, one chunk each, every page written; with `only`
+ * (a tier), only blocks whose chunk is there (a chunk placed earlier by
+ * other memory may be on another: those blocks are given back). */
+static void rt_fill_chunks(void **b, int n, int only)
+{
+  void *spare[16];
+  int ns = 0;
+  for (int i = 0; i < n;) {
+    void *p = tmje_mallocx(TM_CHUNK_SIZE, MALLOCX_TCACHE_NONE | MALLOCX_ALIGN(TM_CHUNK_SIZE));
+    cr_assert_not_null(p);
+    memset(p, i + 1, TM_CHUNK_SIZE);
+    if (only < 0 || tm_chunk_tier(tm_chunk_of(p)) == (unsigned)only) b[i++] = p;
+    else if (ns < 16) spare[ns++] = p;
+    else cr_assert_fail("blocks keep landing on other tiers");
+  }
+  for (int i = 0; i < ns; i++) tmje_dallocx(spare[i], MALLOCX_TCACHE_NONE);
+}
+
+/* 16 chunks on tier 1, the first 4 hot and the rest cold (as is everything
+ * else), under `env`, after enough scans of the accessed bits that cold can
+ * be told. */
+static void rt_hot_below(void **b, char **env)
+{
+  rt_accessed_tree();
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill_chunks(b, 16, 1);
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    tm_hotness_scan();
+    usleep(110 * 1000);
+  }
+  rt_heat_all(false);
+  rt_heat(b, 0, 4, true);
+}
+
+Test(reclaim, hot_chunks_below_move_up_into_the_room_under_high)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  cr_assert_str_eq(tm_hotness_signal(), "accessed bits");
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 4, 0), 4, "the 4 hot chunks are on tier 0");
+  cr_expect_eq(rt_chunks_on(p, 4, 16, 0), 0, "no cold chunk moved up");
+  tier_stats_t s = rt_stats();
+  cr_expect_eq(s.tier[0].reclaim.promoted, 8 * MiB, "%llu", (unsigned long long)s.tier[0].reclaim.promoted);
+  cr_expect_eq(s.reclaim_state, TIER_RECLAIM_PROMOTING);
+  cr_expect_eq(s.tier[0].reclaim.demoted, 0);
+  rt_free(p, 16);
+}
+
+Test(reclaim, promotion_stops_short_of_high_less_the_hysteresis)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  rt_heat_all(true);   /* nothing on tier 0 cold: room alone */
+  uint64_t before = tm_policy_used(0);
+  tm_reclaim_pass();
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), 6 * MiB, "used %llu KiB (before %llu KiB)",
+                (unsigned long long)(tm_policy_used(0) >> 10), (unsigned long long)(before >> 10));
+  cr_expect_geq(rt_chunks_on(p, 0, 4, 0), 1);
+  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0, "nothing on tier 0 is cold: no exchange");
+  rt_free(p, 16);
+}
+
+Test(reclaim, a_full_tier_exchanges_its_cold_chunks_for_hot_ones_below)
+{
+  void *top[8], *p[16];
+  rt_accessed_tree();
+  rt_fill_chunks(top, 8, -1);   /* 16 MiB on tier 0 */
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=16M",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  uint64_t used0 = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 4, 0), 4, "the hot chunks went up");
+  tier_stats_t s = rt_stats();
+  cr_expect_geq(s.tier[0].reclaim.demoted, 8 * MiB - 64 * 1024, "as many cold ones went down");
+  cr_expect_leq(tm_policy_used(0), used0 + TM_CHUNK_SIZE, "tier 0 holds what it held");
+  rt_free(p, 16);
+  rt_free(top, 8);
+}
+
+Test(reclaim, a_chunk_moved_stays_through_the_cool_down_and_hot_data_is_never_exchanged)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=8M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  rt_heat_all(true);
+  rt_heat(p, 4, 16, false);
+  tm_reclaim_pass();
+  unsigned up = rt_chunks_on(p, 0, 4, 0);
+  cr_assert_geq(up, 1);
+  /* Hot everywhere: the tier is full, nothing on it is cold to exchange. */
+  rt_heat_all(true);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0, "a hot chunk is never exchanged");
+  /* What went up turns cold at once and more turns hot below: the tier is
+   * full, and its only cold chunks moved moments ago. */
+  rt_heat_all(false);
+  rt_heat(p, 0, 16, true);
+  for (int i = 0; i < 4; i++)
+    if (tm_chunk_tier(tm_chunk_of(p[i])) == 0) rt_heat(p, i, i + 1, false);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 4, 0), up, "nothing moved back down within the cool-down");
+  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0);
+  rt_free(p, 16);
+}
+
+Test(reclaim, the_commit_age_promotes_nothing)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=commit-age", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
+  rt_hot_below(p, env);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 0);
+  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0);
+  rt_free(p, 16);
+}
+
+Test(reclaim, the_promotion_rate_bounds_what_a_pass_moves_up)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_RECLAIM_PROMOTE_RATE=4M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  tm_reclaim_pass();   /* the first pass accrues a tenth of a second: less than a chunk */
+  cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 0);
+  rt_free(p, 16);
 }
 
 /* Each chunk moved away from its neighbours' tier costs up to two VMAs. */

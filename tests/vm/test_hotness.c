@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vmtest.h"
@@ -30,15 +31,23 @@
 /* ======================================================================
  * Child mode VMTEST_HOTNESS=child: VMTEST_HOTNESS_BLOCKS blocks of 2 MiB,
  * chunk-aligned, filled with varied words; a thread reads one word a page of
- * every hot block in a loop; "ready"; then on each stdin line "where" it
- * prints "where hot=<pages> cold=<pages> hotN<n>=<pages> coldN<n>=<pages> ...
- * signal=<cold_signal> state=<reclaim state>", and at the end of input it
- * checks the words: "check bad=<words that differ>".
+ * every hot block (b % 6 == phase, 0 at first) in a loop; "ready"; then on
+ * each stdin line "where" it prints "where hot=<pages> cold=<pages>
+ * hotN<n>=<pages> coldN<n>=<pages> ... state=<reclaim state>
+ * signal=<accessed|other>", on "phase P" it moves the hot set ("phase P"),
+ * and at the end of input it checks the words: "check bad=<words that
+ * differ>".
  * ====================================================================== */
 
 static uint64_t *hn_blk[HN_MAX_BLOCKS];
 static size_t hn_n;
 static atomic_bool hn_stop;
+static _Atomic unsigned hn_phase;   /* the hot blocks are those with b % HN_EVERY == phase */
+
+static bool hn_is_hot(size_t b)
+{
+  return b % HN_EVERY == atomic_load_explicit(&hn_phase, memory_order_relaxed);
+}
 
 static uint64_t hn_word(size_t b, size_t k)
 {
@@ -51,7 +60,7 @@ static void *hn_reader(void *arg)
 {
   volatile uint64_t sink = 0;
   while (!atomic_load_explicit(&hn_stop, memory_order_relaxed))
-    for (size_t b = 0; b < hn_n; b += HN_EVERY)
+    for (size_t b = atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n; b += HN_EVERY)
       for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) sink += hn_blk[b][k];
   return arg;
 }
@@ -60,7 +69,7 @@ static void hn_where(void)
 {
   size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
   for (size_t b = 0; b < hn_n; b++) {
-    size_t *counts = b % HN_EVERY ? cold : hot;
+    size_t *counts = hn_is_hot(b) ? hot : cold;
     vm_pages_by_node(hn_blk[b], HN_BLOCK, counts);
   }
   printf("where");
@@ -72,7 +81,8 @@ static void hn_where(void)
   }
   tier_stats_t s;
   tier_stats_get(&s, sizeof s);
-  printf(" hot=%zu cold=%zu state=%u signal=%s\n", nh, nc, s.reclaim_state, s.cold_signal[0] == 'a' ? "accessed" : "other");
+  printf(" hot=%zu cold=%zu state=%u promoted0=%llu signal=%s\n", nh, nc, s.reclaim_state,
+         (unsigned long long)s.tier[0].reclaim.promoted, s.cold_signal[0] == 'a' ? "accessed" : "other");
   fflush(stdout);
 }
 
@@ -94,8 +104,15 @@ __attribute__((constructor)) static void hn_child_main(void)
   printf("ready blocks=%zu\n", hn_n);
   fflush(stdout);
   char line[64];
-  while (fgets(line, sizeof line, stdin))
+  unsigned ph;
+  while (fgets(line, sizeof line, stdin)) {
     if (strncmp(line, "where", 5) == 0) hn_where();
+    else if (sscanf(line, "phase %u", &ph) == 1) {
+      atomic_store(&hn_phase, ph % HN_EVERY);
+      printf("phase %u\n", ph);
+      fflush(stdout);
+    }
+  }
   atomic_store(&hn_stop, true);
   pthread_join(th, NULL);
   size_t bad = 0;
@@ -224,4 +241,61 @@ Test(hotness, a_read_only_hot_set_stays_on_top_when_the_high_drops, .init = hn_i
   hn_end_intact();
   cr_log_info("%s: hot set kept on tier 0 under a 40 MiB share: accessed bits %.0f %%, commit age %.0f %%",
               topo->name, accessed * 100, age * 100);
+}
+
+/* Polls the child until ≥ 90 % of its hot pages are on tier 0 (or ms
+ * passed); returns the ms it took, -1 if never; *where the last line. */
+static long long hn_until_hot_on_top(const vm_topology_t *topo, int ms, const char **where)
+{
+  long long t0 = 0;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  t0 = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+  for (;;) {
+    for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
+    cr_assert_eq(vm_proc_say(&child, "where"), 0);
+    const char *l = vm_proc_expect(&child, "where ", 30000);
+    cr_assert_not_null(l, "%s", child.buf);
+    *where = l;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    long long now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
+    long long hot = hn_kv(l, "hot");
+    if (hot > 0 && hn_on(topo, l, "hot", 0) * 10 >= hot * 9) return now - t0;
+    if (now - t0 > ms) return -1;
+    usleep(250 * 1000);
+  }
+}
+
+/* Most of the heap below (tier 0's high 24 MiB from the environment, the
+ * heap 120 MiB): the hot set, read from the start, is promoted in exchange
+ * for tier 0's cold chunks; then, once the moved chunks' cool-down is over,
+ * the hot set moves to other blocks, and placement follows. Each within 10
+ * s (hotness interval 500 ms), tier 0 kept under its high. */
+Test(hotness, hot_data_below_is_promoted_and_placement_follows_a_phase_change, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", "TIERMALLOC_HOTNESS=accessed",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", "TIERMALLOC_TOPTIER_HIGH=24M", NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+  const char *l;
+  long long took = hn_until_hot_on_top(topo, 10000, &l);
+  cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
+  cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
+  long long on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+  cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  /* A phase, then a change: the chunks moved stay put for reclaim's
+   * cool-down (10 s) first, so the change is measured from a settled state. */
+  usleep(10500 * 1000);
+  cr_assert_eq(vm_proc_say(&child, "phase 3"), 0);
+  cr_assert_not_null(vm_proc_expect(&child, "phase ", 30000));
+  long long follow = hn_until_hot_on_top(topo, 10000, &l);
+  cr_expect(follow >= 0, "%s: after the phase change, the hot set is not 90 %% on tier 0 after 10 s:\n%s",
+            topo->name, child.buf);
+  on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+  cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  cr_log_info("%s: hot set on top %lld ms after start, %lld ms after the phase change", topo->name, took, follow);
+  hn_end_intact();
 }
