@@ -47,6 +47,7 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_PAGED 0x4u   /* reclaim paged it out; pages back since mean it was used */
 #define TM_CHUNK_BASE  0x8u   /* start-up metadata: outside the budgets (policy.c) */
 #define TM_CHUNK_SPLIT 0x10u  /* bound on its own, a VMA of its own (hotness.h) */
+#define TM_CHUNK_PIN   0x20u  /* tier_pin: kept on tier 0 (hint.h) */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

@@ -7,10 +7,13 @@
 #include "background.h"
 #include "budget.h"
 #include "chunkmap.h"
+#include "hint.h"
 #include "jemap.h"
 #include "log.h"
 
-/* Order: the reclaim thread's lock first (it takes the others while it does
+/* Order: the pins' lock first (tier_pin moves chunks while it holds it, so it
+ * takes the chunk map's; nothing takes it while holding another), then the
+ * reclaim thread's lock (it takes the others while it does
  * not hold it, never the other way round). The chunk map's fork lock and the budgets' lock are taken from the
  * allocator's slow path (extent hooks) while jemalloc may hold its own locks,
  * and never around the account registry, so they are taken first and
@@ -18,6 +21,7 @@
  * is only ever tried). */
 static void fork_prepare(void)
 {
+  tm_hint_prefork();
   tm_background_prefork();
   tm_chunkmap_prefork();
   tm_budget_prefork();
@@ -30,6 +34,7 @@ static void fork_parent(void)
   tm_budget_postfork_parent();
   tm_chunkmap_postfork_parent();
   tm_background_postfork_parent();
+  tm_hint_postfork();
 }
 
 static void fork_child(void)
@@ -40,6 +45,7 @@ static void fork_child(void)
   tm_jemap_postfork_child();
   tm_arena_postfork_child();
   tm_background_postfork_child();
+  tm_hint_postfork();
 }
 
 int tm_fork_init(void)

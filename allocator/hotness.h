@@ -54,6 +54,16 @@ static inline void tm_hotness_touch(tm_chunk_t *c)
                         memory_order_relaxed);
 }
 
+/* The program said c is cold (tier_hint): as old as can be, till its next
+ * use. */
+static inline void tm_hotness_chill(tm_chunk_t *c)
+{
+  atomic_store_explicit(&c->age,
+                        (uint16_t)(atomic_load_explicit(&tm_hotness_now, memory_order_relaxed) -
+                                   TM_HOTNESS_AGE_MAX),
+                        memory_order_relaxed);
+}
+
 /* Advances the clock to now (the reclaim thread, each pass). */
 void tm_hotness_tick(void);
 

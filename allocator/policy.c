@@ -88,8 +88,10 @@ static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
 {
   unsigned home = tm_chunk_home(c), cur = tm_chunk_tier(c);
   unsigned t;
-  if (pinned) {
-    t = home;
+  if (pinned || (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_PIN)) {
+    /* A pinned arena's chunk stays home; a chunk tier_pin pinned goes to
+     * tier 0, whatever the budgets (it counts against tier 0's min). */
+    t = pinned ? home : 0;
     tm_chunk_reserve(t, n, UINT64_MAX);
   } else {
     t = policy_choose(pref < policy_ntiers ? pref : 0, n);

@@ -209,7 +209,7 @@ static unsigned rc_bucket(unsigned age)
 static bool rc_movable(tm_chunk_t *c)
 {
   return tm_chunk_bytes(c) != 0 &&
-         !(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_KEEP);
+         !(atomic_load_explicit(&c->flags, memory_order_relaxed) & (TM_CHUNK_KEEP | TM_CHUNK_PIN));
 }
 
 static void rc_measure(rc_scan_t *s)

@@ -48,6 +48,21 @@ void *tier_malloc(size_t size, int tier);
 /* Frees memory from tier_malloc or any tiermalloc entry point; NULL is a no-op. */
 void tier_free(void *p);
 
+/* ---- Hints and pins --------------------------------------------------------
+ * They act on the 2 MiB chunks the range [p, p+len) touches, which other
+ * allocations may share. Each returns 0, or EINVAL for a range tiermalloc
+ * does not place (or len 0, or an unknown hint). */
+#define TIER_HINT_HOT  1   /* used now: moved down last (and up, with the accessed bits) */
+#define TIER_HINT_COLD 2   /* not used: moved down first (chunks wholly inside the range) */
+int tier_hint(const void *p, size_t len, int hint);
+
+/* Keeps the range on tier 0: its chunks move there now, and are never moved
+ * down nor paged out till tier_unpin. Counted in whole chunks against tier
+ * 0's min budget: ENOSPC, and nothing pinned, when the pins would pass it.
+ * tier_unpin unpins every chunk the range touches. */
+int tier_pin(const void *p, size_t len);
+int tier_unpin(const void *p, size_t len);
+
 /* ---- Statistics ----------------------------------------------------------
  * Each field is defined once, here, with its unit (bytes or ns); the text
  * and JSON printers and the tests walk these lists.

@@ -5,6 +5,7 @@
 
 #include "arena.h"
 #include "chunkmap.h"
+#include "hint.h"
 #include "je.h"
 #include "range.h"
 #include "shim.h"
@@ -58,6 +59,24 @@ TM_EXPORT void tier_free(void *p)
   }
   if (i != t->free_run) tm_account_switch_free(t, p, i);
   tmje_dallocx(p, tm_arena_tcache_flags(t, i));
+}
+
+TM_EXPORT int tier_hint(const void *p, size_t len, int hint)
+{
+  tm_start();
+  return tm_hint(p, len, hint);
+}
+
+TM_EXPORT int tier_pin(const void *p, size_t len)
+{
+  tm_start();
+  return tm_pin(p, len);
+}
+
+TM_EXPORT int tier_unpin(const void *p, size_t len)
+{
+  tm_start();
+  return tm_unpin(p, len);
 }
 
 TM_EXPORT int tier_stats_get(tier_stats_t *out, size_t size)

@@ -156,3 +156,24 @@ Test(api, stats_print_text_and_json)
   cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_TEXT), 0);
   cr_expect(strncmp(b.s, "tiermalloc: ", 12) == 0, "%s", b.s);
 }
+
+/* Hints and pins keep the error convention: an int errno, errno untouched.
+ * With no min for tier 0 (nothing set here), every pin is refused. */
+Test(api, hints_and_pins_check_their_arguments)
+{
+  void *p = malloc(4 << 20);
+  cr_assert_not_null(p);
+  memset(p, 1, 4 << 20);
+  int local = 0;
+  errno = 0;
+  cr_expect_eq(tier_hint(p, 4 << 20, TIER_HINT_COLD), 0);
+  cr_expect_eq(tier_hint(p, 4 << 20, TIER_HINT_HOT), 0);
+  cr_expect_eq(tier_hint(p, 4 << 20, 7), EINVAL);
+  cr_expect_eq(tier_hint(&local, sizeof local, TIER_HINT_HOT), EINVAL);
+  cr_expect_eq(tier_hint(p, 0, TIER_HINT_HOT), EINVAL);
+  cr_expect_eq(tier_pin(p, 4 << 20), ENOSPC, "tier 0's min is 0");
+  cr_expect_eq(tier_pin(&local, sizeof local), EINVAL);
+  cr_expect_eq(tier_unpin(p, 4 << 20), 0);
+  cr_expect_eq(errno, 0);
+  free(p);
+}

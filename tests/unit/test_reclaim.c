@@ -18,6 +18,7 @@
 #include "budget.h"
 #include "capture.h"
 #include "chunkmap.h"
+#include "hint.h"
 #include "hotness.h"
 #include "migrate.h"
 #include "je.h"
@@ -779,6 +780,71 @@ Test(reclaim, the_promotion_rate_bounds_what_a_pass_moves_up)
   tm_reclaim_pass();   /* the first pass accrues a tenth of a second: less than a chunk */
   cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 0);
   rt_free(p, 16);
+}
+
+/* ---- hints and pins (hint.h) ---- */
+
+Test(reclaim, a_pin_beyond_the_top_tiers_min_is_refused_and_pins_nothing)
+{
+  void *b[4];
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=4M", NULL };
+  rt_limits(env);
+  rt_fill_chunks(b, 4, -1);
+  cr_expect_eq(tm_pin(b[0], TM_CHUNK_SIZE), 0);
+  cr_expect_eq(tm_pin(b[1], 1), 0, "a byte pins its chunk");
+  cr_expect_eq(tm_pinned(), 4 * MiB);
+  cr_expect_eq(tm_pin(b[2], TM_CHUNK_SIZE), ENOSPC, "past tier 0's min");
+  cr_expect_eq(tm_pinned(), 4 * MiB, "nothing more pinned");
+  cr_expect_eq(tm_pin(b[0], TM_CHUNK_SIZE), 0, "pinned again: no more counted");
+  cr_expect_eq(tm_unpin(b[0], TM_CHUNK_SIZE), 0);
+  cr_expect_eq(tm_pin(b[2], TM_CHUNK_SIZE), 0, "room again");
+  int local;
+  cr_expect_eq(tm_pin(&local, sizeof local), EINVAL, "not tiermalloc's memory");
+  cr_expect_eq(tm_pin(b[3], 0), EINVAL);
+  rt_free(b, 4);
+}
+
+Test(reclaim, a_pinned_chunk_moves_to_the_top_tier_and_is_never_moved_down)
+{
+  void *b[8];
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill_chunks(b, 8, 1);
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=4M", "TIERMALLOC_TOPTIER_MAX=4M", NULL };
+  rt_limits(env);
+  cr_assert_eq(tm_pin(b[2], TM_CHUNK_SIZE), 0);
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(b[2])), 0, "moved up at once");
+  cr_expect_eq(rt.node[rt_index(b[2])], 0, "its pages too");
+  char *none[] = { "TIERMALLOC_TOPTIER_MIN=4M", "TIERMALLOC_TOPTIER_MAX=4M", "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_limits(none);
+  rt_heat_all(false);
+  for (int i = 0; i < 3; i++) tm_reclaim_pass();
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(b[2])), 0, "pinned: never demoted");
+  cr_expect_eq(tm_unpin(b[2], TM_CHUNK_SIZE), 0);
+  cr_expect_eq(tm_pinned(), 0);
+  rt_limits(spill);
+  rt_heat_all(false);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(b[2])), 1, "unpinned: demoted like the rest");
+  rt_free(b, 8);
+}
+
+Test(reclaim, hints_make_chunks_young_or_cold)
+{
+  void *b[3];
+  rt_fill_chunks(b, 3, -1);
+  tm_hotness_tick();
+  tm_chunk_t *c0 = tm_chunk_of(b[0]), *c1 = tm_chunk_of(b[1]);
+  cr_expect_eq(tm_hint(b[0], TM_CHUNK_SIZE, TIER_HINT_COLD), 0);
+  cr_expect_eq(tm_hotness_age(c0), TM_HOTNESS_AGE_MAX, "cold: as old as can be");
+  cr_expect_eq(tm_hint(b[0], TM_CHUNK_SIZE, TIER_HINT_HOT), 0);
+  cr_expect_eq(tm_hotness_age(c0), 0, "hot: young");
+  cr_expect_eq(tm_hint((char *)b[1] + 4096, TM_CHUNK_SIZE - 8192, TIER_HINT_COLD), 0);
+  cr_expect_lt(tm_hotness_age(c1), TM_HOTNESS_AGE_MAX, "a chunk only partly in the range is not called cold");
+  cr_expect_eq(tm_hint(b[2], TM_CHUNK_SIZE, 3), EINVAL);
+  int local;
+  cr_expect_eq(tm_hint(&local, sizeof local, TIER_HINT_HOT), EINVAL);
+  rt_free(b, 3);
 }
 
 /* Each chunk moved away from its neighbours' tier costs up to two VMAs. */

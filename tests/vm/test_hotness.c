@@ -10,6 +10,7 @@
  *
  * Topologies: 2tier, 3tier and flat. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <numaif.h>
 #include <pthread.h>
@@ -34,7 +35,11 @@
  * every hot block (b % 6 == phase, 0 at first) in a loop; "ready"; then on
  * each stdin line "where" it prints "where hot=<pages> cold=<pages>
  * hotN<n>=<pages> coldN<n>=<pages> ... state=<reclaim state>
- * signal=<accessed|other>", on "phase P" it moves the hot set ("phase P"),
+ * signal=<accessed|other> pinN<n>=<pages of pinned blocks>", on "phase P"
+ * it moves the hot set ("phase P"), on "pin B N" it pins blocks B..B+N-1
+ * with tier_pin, stopping at the first error ("pin err=<it, or 0>
+ * pinned=<blocks pinned>"), on "cold B N" it hints
+ * them cold with tier_hint ("cold err="),
  * and at the end of input it checks the words: "check bad=<words that
  * differ>".
  * ====================================================================== */
@@ -42,7 +47,8 @@
 static uint64_t *hn_blk[HN_MAX_BLOCKS];
 static size_t hn_n;
 static atomic_bool hn_stop;
-static _Atomic unsigned hn_phase;   /* the hot blocks are those with b % HN_EVERY == phase */
+static _Atomic unsigned hn_phase;
+static bool hn_pinned[HN_MAX_BLOCKS];   /* the hot blocks are those with b % HN_EVERY == phase */
 
 static bool hn_is_hot(size_t b)
 {
@@ -67,10 +73,11 @@ static void *hn_reader(void *arg)
 
 static void hn_where(void)
 {
-  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
+  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, pin[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
   for (size_t b = 0; b < hn_n; b++) {
     size_t *counts = hn_is_hot(b) ? hot : cold;
     vm_pages_by_node(hn_blk[b], HN_BLOCK, counts);
+    if (hn_pinned[b]) vm_pages_by_node(hn_blk[b], HN_BLOCK, pin);
   }
   printf("where");
   for (int n = 0; n < VM_MAX_NODES; n++) {
@@ -78,6 +85,7 @@ static void hn_where(void)
     nc += cold[n];
     if (hot[n]) printf(" hotN%d=%zu", n, hot[n]);
     if (cold[n]) printf(" coldN%d=%zu", n, cold[n]);
+    if (pin[n]) printf(" pinN%d=%zu", n, pin[n]);
   }
   tier_stats_t s;
   tier_stats_get(&s, sizeof s);
@@ -104,9 +112,23 @@ __attribute__((constructor)) static void hn_child_main(void)
   printf("ready blocks=%zu\n", hn_n);
   fflush(stdout);
   char line[64];
-  unsigned ph;
+  unsigned ph, first, count;
   while (fgets(line, sizeof line, stdin)) {
     if (strncmp(line, "where", 5) == 0) hn_where();
+    else if (sscanf(line, "cold %u %u", &first, &count) == 2 && first + count <= hn_n) {
+      int err = 0;
+      for (unsigned b = first; b < first + count && !err; b++) err = tier_hint(hn_blk[b], HN_BLOCK, TIER_HINT_COLD);
+      printf("cold err=%d\n", err);
+      fflush(stdout);
+    } else if (sscanf(line, "pin %u %u", &first, &count) == 2 && first + count <= hn_n) {
+      /* Blocks first..first+count-1, one tier_pin call each. */
+      int err = 0;
+      unsigned n = 0;
+      for (unsigned b = first; b < first + count && !err; b++)
+        if ((err = tier_pin(hn_blk[b], HN_BLOCK)) == 0) hn_pinned[b] = true, n++;
+      printf("pin err=%d pinned=%u\n", err, n);
+      fflush(stdout);
+    }
     else if (sscanf(line, "phase %u", &ph) == 1) {
       atomic_store(&hn_phase, ph % HN_EVERY);
       printf("phase %u\n", ph);
@@ -157,6 +179,16 @@ static long long hn_kv(const char *line, const char *key)
   return p && (!eol || p < eol) ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
+/* The child's answer to a new "where" (earlier answers dropped). */
+static const char *hn_where_now(void)
+{
+  for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
+  cr_assert_eq(vm_proc_say(&child, "where"), 0);
+  const char *l = vm_proc_expect(&child, "where ", 30000);
+  cr_assert_not_null(l, "%s", child.buf);
+  return l;
+}
+
 /* Pages of the hot (or cold) blocks on the nodes of tier t, from a where line. */
 static long long hn_on(const vm_topology_t *topo, const char *line, const char *which, int t)
 {
@@ -190,9 +222,7 @@ static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const 
   vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
   const char *l;
-  cr_assert_eq(vm_proc_say(&child, "where"), 0);
-  l = vm_proc_expect(&child, "where ", 30000);
-  cr_assert_not_null(l, "%s", child.buf);
+  l = hn_where_now();
   long long hot = hn_kv(l, "hot");
   cr_assert_geq(hn_on(topo, l, "hot", 0), hot - 16, "%s: the heap is not on tier 0 at first:\n%s", topo->name,
                 child.buf);
@@ -203,10 +233,7 @@ static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const 
   long long end = 0;
   for (int i = 0; i < 24; i++) {
     usleep(500 * 1000);
-    for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
-    cr_assert_eq(vm_proc_say(&child, "where"), 0);
-    l = vm_proc_expect(&child, "where ", 30000);
-    cr_assert_not_null(l, "%s", child.buf);
+    l = hn_where_now();
     long long on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
     if (on0 <= (long long)want && hn_kv(l, "state") == TIER_RECLAIM_IDLE && ++end >= 2) break;
   }
@@ -252,10 +279,7 @@ static long long hn_until_hot_on_top(const vm_topology_t *topo, int ms, const ch
   clock_gettime(CLOCK_MONOTONIC, &ts);
   t0 = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
   for (;;) {
-    for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
-    cr_assert_eq(vm_proc_say(&child, "where"), 0);
-    const char *l = vm_proc_expect(&child, "where ", 30000);
-    cr_assert_not_null(l, "%s", child.buf);
+    const char *l = hn_where_now();
     *where = l;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     long long now = ts.tv_sec * 1000ll + ts.tv_nsec / 1000000;
@@ -297,5 +321,54 @@ Test(hotness, hot_data_below_is_promoted_and_placement_follows_a_phase_change, .
   on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
   cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
   cr_log_info("%s: hot set on top %lld ms after start, %lld ms after the phase change", topo->name, took, follow);
+  hn_end_intact();
+}
+
+/* Pins: tier 0's min 8 MiB (environment); two blocks pinned, then of four
+ * more the two that fit the min, the third refused; the cgroup's memory.high lowered to a
+ * tier-0 share of 32 MiB: reclaim demotes the rest, the pinned blocks stay
+ * on tier 0 to the page, though they were the heap's coldest (COLD hint). */
+Test(hotness, pinned_blocks_stay_on_top_and_a_pin_beyond_min_is_refused, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  vm_caps_t c = vm_caps(topo);
+  char name[64], v[32];
+  snprintf(name, sizeof name, "vmtest-pin-%d", (int)getpid());
+  vm_cgroup_make(cg, sizeof cg, name);
+  snprintf(v, sizeof v, "%llu", (unsigned long long)vm_limit_for_share(&c, 240 * VM_MIB));
+  vm_cgroup_set(cg, "memory.high", v);
+  char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=40", "TIERMALLOC_TOPTIER_MIN=8M", NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+  cr_assert_eq(vm_proc_say(&child, "cold 3 2"), 0);
+  cr_assert_not_null(vm_proc_expect(&child, "cold ", 30000), "%s", child.buf);
+  cr_assert_eq(vm_proc_say(&child, "pin 3 2"), 0);
+  const char *l = vm_proc_expect(&child, "pin ", 30000);
+  cr_assert_not_null(l, "%s", child.buf);
+  cr_expect_eq(hn_kv(l, "err"), 0, "%s: two blocks (4 MiB) under an 8 MiB min:\n%s", topo->name, child.buf);
+  ((char *)l)[0] = '#';   /* the next answer is another pin line */
+  cr_assert_eq(vm_proc_say(&child, "pin 20 4"), 0);
+  l = vm_proc_expect(&child, "pin ", 30000);
+  cr_assert_not_null(l, "%s", child.buf);
+  cr_expect_eq(hn_kv(l, "err"), ENOSPC, "%s: 8 MiB more past the min:\n%s", topo->name, child.buf);
+  cr_expect_eq(hn_kv(l, "pinned"), 2, "%s: up to the min:\n%s", topo->name, child.buf);
+  /* A 32 MiB share keeps the cgroup's own memory.high above the 80 MiB heap
+   * (the kernel would swap it otherwise). */
+  uint64_t lim = vm_limit_for_share(&c, 32 * VM_MIB), want = vm_scaled(&c, lim, 0);
+  snprintf(v, sizeof v, "%llu", (unsigned long long)lim);
+  vm_cgroup_set(cg, "memory.high", v);
+  long long pinned = 0, on0 = 0;
+  for (int i = 0; i < 30; i++) {
+    usleep(500 * 1000);
+    l = hn_where_now();
+    pinned = hn_on(topo, l, "pin", 0);
+    on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+    if (on0 <= (long long)want) break;
+  }
+  cr_expect_leq(on0, (long long)want, "%s: tier 0 not under its share %.1f MiB:\n%s", topo->name,
+                (double)want / VM_MIB, child.buf);
+  cr_expect_eq(pinned, 4 * HN_BLOCK / 4096, "%s: pinned pages left tier 0:\n%s", topo->name, child.buf);
   hn_end_intact();
 }
