@@ -20,6 +20,7 @@ static struct {
   char root[TM_KFILE_PATH_MAX / 2];
   uint64_t interval_ns, last_ns;
   unsigned reads;   /* scans that read the bits since the source was chosen */
+  _Atomic bool tracking;
   uint64_t max_split;
   _Atomic uint64_t nsplit;
 } hn = { .source = HN_COMMIT_AGE };
@@ -124,9 +125,14 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   tm_os_split_chunks(hn.source == HN_ACCESSED);
 }
 
+void tm_hotness_track(bool on)
+{
+  atomic_store_explicit(&hn.tracking, on, memory_order_relaxed);
+}
+
 bool tm_hotness_split(tm_chunk_t *c)
 {
-  if (hn.source != HN_ACCESSED ||
+  if (hn.source != HN_ACCESSED || !atomic_load_explicit(&hn.tracking, memory_order_relaxed) ||
       (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT))
     return false;
   if (atomic_fetch_add_explicit(&hn.nsplit, 1, memory_order_relaxed) >= hn.max_split) {

@@ -94,9 +94,16 @@ const char *tm_hotness_signal(void);
  * tests. */
 void tm_hotness_init(const char *root, uint64_t max_split);
 
+/* Reclaim can act (some budget is finite): only then are chunks given VMAs
+ * of their own for the accessed bits, so a program without budgets pays
+ * nothing for them. Reclaim says so at start-up and when the budgets change;
+ * chunks placed before keep the commit age till placed again. */
+void tm_hotness_track(bool on);
+
 /* Placement, binding c as it places it: true when c should be bound even on
- * its own range's tier, so it becomes a VMA of its own (the accessed source),
- * once per chunk and while fewer than max_split chunks are. */
+ * its own range's tier, so it becomes a VMA of its own (the accessed source,
+ * while tracking), once per chunk and while fewer than max_split chunks
+ * are. */
 bool tm_hotness_split(tm_chunk_t *c);
 
 /* The reclaim thread, at each wake: with the accessed source, once an

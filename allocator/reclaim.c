@@ -175,6 +175,7 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   tm_migrate_init(topo);
   tm_budget_snapshot(&rc.budgets);
   rc.swap = rc_swap_detect() == 1;
+  tm_hotness_track(tm_reclaim_needed());
 }
 
 static bool rc_limited(unsigned t)
@@ -750,6 +751,7 @@ static void rc_refresh(uint64_t now)
 {
   tm_budget_refresh_now();
   tm_budget_snapshot(&rc.budgets);
+  tm_hotness_track(tm_reclaim_needed());
   rc.refreshed_ns = now;
   rc_held_open();
   rc.cg_watch = rc_held[0].fd >= 0 && rc_held[1].fd >= 0 &&

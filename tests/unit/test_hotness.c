@@ -89,6 +89,9 @@ Test(hotness, each_chunk_gets_a_vma_of_its_own_once_up_to_the_bound)
   char *none[] = { NULL };
   hn_options(none, 2);
   tm_chunk_t *c = tm_chunk_of((void *)tm_range_lo(0));
+  tm_hotness_track(false);
+  cr_expect(!tm_hotness_split(c), "no budget to reclaim by: no VMA per chunk");
+  tm_hotness_track(true);
   cr_expect(tm_hotness_split(c));
   cr_expect(!tm_hotness_split(c), "once per chunk");
   cr_expect(tm_hotness_split(c + 1));
