@@ -41,7 +41,8 @@
  * pinned=<blocks pinned>"), on "cold B N" it hints
  * them cold with tier_hint ("cold err="),
  * and at the end of input it checks the words: "check bad=<words that
- * differ>".
+ * differ> wbad=<words a writer found changed>". With VMTEST_HOTNESS_WRITE=1
+ * the hot set is written (each word checked, then rewritten) instead of read.
  * ====================================================================== */
 
 static uint64_t *hn_blk[HN_MAX_BLOCKS];
@@ -62,12 +63,25 @@ static uint64_t hn_word(size_t b, size_t k)
   return x * 0xbf58476d1ce4e5b9ull;
 }
 
+static bool hn_writes;               /* VMTEST_HOTNESS_WRITE=1: the hot set is written */
+static _Atomic size_t hn_wbad;       /* words a writer found changed before rewriting them */
+
+/* Reads (or checks and rewrites, with the same value) one word a page of
+ * every hot block, in a loop. */
 static void *hn_reader(void *arg)
 {
   volatile uint64_t sink = 0;
   while (!atomic_load_explicit(&hn_stop, memory_order_relaxed))
     for (size_t b = atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n; b += HN_EVERY)
-      for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) sink += hn_blk[b][k];
+      for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) {
+        if (!hn_writes) {
+          sink += hn_blk[b][k];
+          continue;
+        }
+        uint64_t want = hn_word(b, k);
+        if (hn_blk[b][k] != want) atomic_fetch_add(&hn_wbad, 1);
+        ((volatile uint64_t *)hn_blk[b])[k] = want;
+      }
   return arg;
 }
 
@@ -98,7 +112,8 @@ __attribute__((constructor)) static void hn_child_main(void)
 {
   const char *mode = getenv("VMTEST_HOTNESS");
   if (!mode || strcmp(mode, "child") != 0) return;
-  const char *nb = getenv("VMTEST_HOTNESS_BLOCKS");
+  const char *nb = getenv("VMTEST_HOTNESS_BLOCKS"), *wr = getenv("VMTEST_HOTNESS_WRITE");
+  hn_writes = wr && wr[0] == '1';
   hn_n = nb ? strtoul(nb, NULL, 10) : 60;
   if (hn_n > HN_MAX_BLOCKS) hn_n = HN_MAX_BLOCKS;
   for (size_t b = 0; b < hn_n; b++) {
@@ -140,7 +155,7 @@ __attribute__((constructor)) static void hn_child_main(void)
   size_t bad = 0;
   for (size_t b = 0; b < hn_n; b++)
     for (size_t k = 0; k < HN_BLOCK / 8; k++) bad += hn_blk[b][k] != hn_word(b, k);
-  printf("check bad=%zu\n", bad);
+  printf("check bad=%zu wbad=%zu\n", bad, atomic_load(&hn_wbad));
   fflush(stdout);
   _exit(0);
 }
@@ -251,6 +266,7 @@ static void hn_end_intact(void)
   const char *l = vm_proc_expect(&child, "check ", 120000);
   cr_assert_not_null(l, "%s", child.buf);
   cr_expect_eq(hn_kv(l, "bad"), 0, "the heap changed:\n%s", child.buf);
+  cr_expect_eq(hn_kv(l, "wbad"), 0, "a writer found its words changed:\n%s", child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
@@ -295,12 +311,11 @@ static long long hn_until_hot_on_top(const vm_topology_t *topo, int ms, const ch
  * for tier 0's cold chunks; then, once the moved chunks' cool-down is over,
  * the hot set moves to other blocks, and placement follows. Each within 10
  * s (hotness interval 500 ms), tier 0 kept under its high. */
-Test(hotness, hot_data_below_is_promoted_and_placement_follows_a_phase_change, .init = hn_init, .fini = hn_fini,
-     .timeout = 240)
+static void hn_promotion(const char *mode)
 {
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", "TIERMALLOC_HOTNESS=accessed",
-                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", "TIERMALLOC_TOPTIER_HIGH=24M", NULL };
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", "TIERMALLOC_TOPTIER_HIGH=24M", (char *)mode, NULL };
   char *argv[] = { (char *)vm_self(), NULL };
   vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
@@ -320,8 +335,23 @@ Test(hotness, hot_data_below_is_promoted_and_placement_follows_a_phase_change, .
             topo->name, child.buf);
   on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
   cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
-  cr_log_info("%s: hot set on top %lld ms after start, %lld ms after the phase change", topo->name, took, follow);
+  cr_log_info("%s: %s hot set on top %lld ms after start, %lld ms after the phase change", topo->name,
+              strstr(mode, "WRITE=1") ? "written" : "read-only", took, follow);
   hn_end_intact();
+}
+
+Test(hotness, hot_data_below_is_promoted_and_placement_follows_a_phase_change, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  hn_promotion("VMTEST_HOTNESS_WRITE=0");
+}
+
+/* The same with the hot set written all through the moves: every word a
+ * writer finds is the one it last wrote, and the heap is intact. */
+Test(hotness, a_written_hot_set_is_promoted_with_its_writers_running, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  hn_promotion("VMTEST_HOTNESS_WRITE=1");
 }
 
 /* Pins: tier 0's min 8 MiB (environment); two blocks pinned, then of four
