@@ -22,7 +22,10 @@
  *   none        no source: every block called cold (the commit age's view of
  *               a heap filled once: nothing was allocated since).
  * PATTERN: read (the hot blocks are only read), write (only written), phase
- *   (read, and the hot set moves to other blocks after half the rounds).
+ *   (read, and the hot set moves to other blocks after half the rounds),
+ *   zipf (random pages of blocks drawn with a zipfian law, s = 1, over a
+ *   shuffled ranking; the hot ones are the PCT % most used, which get about
+ *   70 % of the reads).
  *
  * Per round (one interval): precision = hot blocks called hot / blocks called
  * hot; recall = hot blocks called hot / hot blocks. A block is called hot when
@@ -59,18 +62,77 @@ static char *heap;
 static _Atomic unsigned phase;   /* which hot set the toucher uses */
 static atomic_bool stop;
 static _Atomic uint64_t touches;
-static int writes;
+static int writes, zipf;
+static size_t *rank_of;     /* zipf: each block's rank (0 most used), a fixed shuffle */
+static size_t *by_rank;     /* and the block of each rank */
+static double *cdf;         /* zipf: P(rank <= r), s = 1 */
 
 static int is_hot(size_t b, unsigned ph)
 {
-  /* Spread over the heap: every (100 / hot_pct)-th block, shifted by the phase. */
+  /* zipf: the hot_pct % most used blocks. Otherwise spread over the heap:
+   * every (100 / hot_pct)-th block, shifted by the phase. */
+  if (zipf) return rank_of[b] < nblocks * hot_pct / 100;
   size_t every = 100 / hot_pct;
   return (b + ph * (every / 2 ? every / 2 : 1)) % every == 0;
+}
+
+static uint64_t rng_next(uint64_t *x)
+{
+  *x ^= *x << 13;
+  *x ^= *x >> 7;
+  *x ^= *x << 17;
+  return *x;
+}
+
+static void zipf_init(void)
+{
+  rank_of = malloc(nblocks * sizeof *rank_of);
+  by_rank = malloc(nblocks * sizeof *by_rank);
+  cdf = malloc(nblocks * sizeof *cdf);
+  uint64_t x = 88172645463325252ull;
+  for (size_t b = 0; b < nblocks; b++) by_rank[b] = b;
+  for (size_t b = nblocks; b-- > 1;) {
+    size_t j = rng_next(&x) % (b + 1), t = by_rank[b];
+    by_rank[b] = by_rank[j];
+    by_rank[j] = t;
+  }
+  double sum = 0;
+  for (size_t r = 0; r < nblocks; r++) {
+    rank_of[by_rank[r]] = r;
+    sum += 1.0 / (double)(r + 1);
+    cdf[r] = sum;
+  }
+  for (size_t r = 0; r < nblocks; r++) cdf[r] /= sum;
+}
+
+/* zipf: one read of a random page of a block drawn by rank, in a loop. */
+static void zipf_touch(void)
+{
+  uint64_t x = 0x2545f4914f6cdd1dull;
+  volatile uint64_t sink = 0;
+  while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+    for (int i = 0; i < 4096; i++) {
+      double u = (double)(rng_next(&x) >> 11) / (double)(1ull << 53);
+      size_t lo = 0, hi = nblocks - 1;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cdf[mid] < u) lo = mid + 1;
+        else hi = mid;
+      }
+      size_t page = rng_next(&x) % (block / PAGE);
+      sink += *(uint64_t *)(heap + by_rank[lo] * block + page * PAGE);
+    }
+    atomic_fetch_add_explicit(&touches, 4096, memory_order_relaxed);
+  }
 }
 
 static void *toucher(void *arg)
 {
   (void)arg;
+  if (zipf) {
+    zipf_touch();
+    return NULL;
+  }
   volatile uint64_t sink = 0;
   while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
     unsigned ph = atomic_load_explicit(&phase, memory_order_relaxed);
@@ -163,7 +225,7 @@ static double median(double *v, unsigned n)
 int main(int argc, char **argv)
 {
   if (argc < 3) {
-    fprintf(stderr, "usage: hotsrc referenced|referenced-flush|softdirty|none read|write|phase [--heap MiB] [--block KiB] "
+    fprintf(stderr, "usage: hotsrc referenced|referenced-flush|softdirty|none read|write|phase|zipf [--heap MiB] [--block KiB] "
                     "[--hot PCT] [--interval ms] [--rounds N]\n");
     return 2;
   }
@@ -182,8 +244,10 @@ int main(int argc, char **argv)
     return 2;
   }
   writes = !strcmp(pattern, "write");
+  zipf = !strcmp(pattern, "zipf");
   int moves = !strcmp(pattern, "phase");
   nblocks = heap_bytes / block;
+  if (zipf) zipf_init();
   heap = mmap(NULL, heap_bytes + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (heap == MAP_FAILED) { perror("mmap"); return 1; }
   heap = (char *)(((uintptr_t)heap + 2 * MIB - 1) & ~(2 * MIB - 1));
