@@ -112,6 +112,7 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   hn.root[sizeof hn.root - 1] = '\0';
   hn.max_split = max_split;
   hn.last_ns = 0;
+  tm_hotness_tick();   /* stamps from the start are of this clock, not of 0 */
   hn.reads = 0;
   uint64_t ms = tm_option(TM_OPTION_HOTNESS_INTERVAL_MS)->num;
   hn.interval_ns = (ms < 100 ? 100 : ms) * 1000000ull;
@@ -203,11 +204,11 @@ static bool hn_clear(void)
   return ok;
 }
 
-bool tm_hotness_scan(void)
+bool tm_hotness_scan(bool busy)
 {
   if (hn.source != HN_ACCESSED) return false;
   uint64_t now = hn_now_ns();
-  if (hn.last_ns && now - hn.last_ns < hn.interval_ns) return false;
+  if (hn.last_ns && now - hn.last_ns < (busy ? 2 : 1) * hn.interval_ns) return false;
   bool first = hn.last_ns == 0;
   hn.last_ns = now;
   if ((!first && !hn_read_referenced()) || !hn_clear()) {

@@ -106,11 +106,13 @@ void tm_hotness_track(bool on);
  * are. */
 bool tm_hotness_split(tm_chunk_t *c);
 
-/* The reclaim thread, at each wake: with the accessed source, once an
- * interval, makes every chunk with a page accessed since the last scan young
- * and clears the bits again. A source that fails (clear_refs refused, smaps
- * without Referenced:) is said once and replaced by the commit age. Returns
- * true when it scanned. */
-bool tm_hotness_scan(void);
+/* The reclaim thread, after each full pass: with the accessed source, once
+ * an interval, makes every chunk with a page accessed since the last scan
+ * young and clears the bits again. busy: the pass had a limit to bring back;
+ * the scan (a walk of the whole process's page tables) then waits, up to a
+ * second interval, so it does not delay the next pass. A source that fails
+ * (clear_refs refused, smaps without Referenced:) is said once and replaced
+ * by the commit age. Returns true when it scanned. */
+bool tm_hotness_scan(bool busy);
 
 #endif

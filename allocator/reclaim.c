@@ -855,7 +855,6 @@ uint64_t tm_reclaim_pass(void)
   uint64_t now = rc_now(CLOCK_MONOTONIC);
   if (!rc.cpu_seen) rc.cpu_seen = rc_now(CLOCK_THREAD_CPUTIME_ID);
   tm_hotness_tick();
-  tm_hotness_scan();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
     rc_cpu_account();
@@ -951,6 +950,8 @@ uint64_t tm_reclaim_pass(void)
   atomic_store_explicit(&rc_state, over || paging || unheld ? state : TIER_RECLAIM_IDLE,
                         memory_order_relaxed);
   rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
+  /* After the moves, so a limit to hold never waits for it. */
+  tm_hotness_scan(over);
   rc_add(&rc_passes, 1);
   rc_cpu_account();
   return rc_wait(now);

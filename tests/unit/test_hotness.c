@@ -127,8 +127,8 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 0);
   n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + 2 * TM_CHUNK_SIZE, 2, 100);
   tmptree_put("proc/self/smaps", smaps);
-  cr_expect(tm_hotness_scan(), "the first scan clears");
-  cr_expect(!tm_hotness_scan(), "not again within the interval");
+  cr_expect(tm_hotness_scan(false), "the first scan clears");
+  cr_expect(!tm_hotness_scan(false), "not again within the interval");
   char buf[16] = "";
   FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
   cr_assert_not_null(f);
@@ -137,7 +137,7 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   cr_expect_str_eq(buf, "14", "accessed bits, then soft-dirty (the TLB flush)");
   cr_expect_geq(tm_hotness_age(&c[0]), 300, "the first scan reads nothing");
   usleep(110 * 1000);
-  cr_expect(tm_hotness_scan());
+  cr_expect(tm_hotness_scan(false));
   cr_expect_lt(tm_hotness_age(&c[0]), 2, "referenced: young");
   cr_expect_geq(tm_hotness_age(&c[1]), 300, "not referenced: as old as before");
   cr_expect_geq(tm_hotness_age(&c[2]), 300, "a VMA of two chunks tells neither");
@@ -151,10 +151,10 @@ Test(hotness, smaps_without_referenced_falls_back_to_the_commit_age_and_says_so)
   char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   hn_options(env, 64);
   tmptree_put("proc/self/smaps", "10000-12000 rw-p 00000000 00:00 0 \nRss: 4 kB\n");
-  cr_expect(tm_hotness_scan());
+  cr_expect(tm_hotness_scan(false));
   usleep(110 * 1000);
   capture_begin();
-  cr_expect(!tm_hotness_scan());
+  cr_expect(!tm_hotness_scan(false));
   const char *out = capture_end();
   cr_expect_eq(capture_count_lines(out), 1, "%s", out);
   cr_expect_str_eq(tm_hotness_signal(), "commit age");

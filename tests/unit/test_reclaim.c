@@ -674,7 +674,7 @@ static void rt_hot_below(void **b, char **env)
   rt_fill_chunks(b, 16, 1);
   rt_limits(env);
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
-    tm_hotness_scan();
+    tm_hotness_scan(false);
     usleep(110 * 1000);
   }
   rt_heat_all(false);
@@ -832,6 +832,7 @@ Test(reclaim, a_pinned_chunk_moves_to_the_top_tier_and_is_never_moved_down)
 Test(reclaim, hints_make_chunks_young_or_cold)
 {
   void *b[3];
+  tm_hotness_tick();
   rt_fill_chunks(b, 3, -1);
   tm_hotness_tick();
   tm_chunk_t *c0 = tm_chunk_of(b[0]), *c1 = tm_chunk_of(b[1]);
