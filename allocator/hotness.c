@@ -20,6 +20,7 @@ static struct {
   char root[TM_KFILE_PATH_MAX / 2];
   uint64_t interval_ns, last_ns;
   unsigned reads;   /* scans that read the bits since the source was chosen */
+  _Atomic uint16_t read_tick;   /* the clock at the last scan that read them */
   _Atomic bool tracking;
   uint64_t max_split;
   _Atomic uint64_t nsplit;
@@ -60,10 +61,20 @@ static unsigned hn_interval_ticks(void)
   return (unsigned)(hn.interval_ns / 1000000u / TM_HOTNESS_TICK_MS);
 }
 
+/* Ticks since the last scan that read the bits (decisions come later in
+ * the reclaim thread's own time, up to a period after it). */
+static unsigned hn_since_read(void)
+{
+  if (hn.reads == 0) return hn_interval_ticks();   /* none yet: recent commits only */
+  return (uint16_t)(atomic_load_explicit(&tm_hotness_now, memory_order_relaxed) -
+                    atomic_load_explicit(&hn.read_tick, memory_order_relaxed));
+}
+
 bool tm_hotness_hot(tm_chunk_t *c)
 {
-  /* Touched at the last scan, or since (a commit). */
-  return hn.source == HN_ACCESSED && tm_hotness_age(c) <= hn_interval_ticks() + 1;
+  /* Touched at the last scan (it saw an access in the interval before it),
+   * or since (a commit). */
+  return hn.source == HN_ACCESSED && tm_hotness_age(c) <= hn_since_read() + 1;
 }
 
 bool tm_hotness_cold(tm_chunk_t *c)
@@ -71,7 +82,7 @@ bool tm_hotness_cold(tm_chunk_t *c)
   /* Only once the bits were read that often: a chunk committed before the
    * first scan carries an old stamp whatever its use. */
   return hn.source == HN_ACCESSED && hn.reads >= TM_HOTNESS_COLD_SCANS &&
-         tm_hotness_age(c) > TM_HOTNESS_COLD_SCANS * hn_interval_ticks();
+         tm_hotness_age(c) > hn_since_read() + TM_HOTNESS_COLD_SCANS * hn_interval_ticks();
 }
 
 unsigned tm_hotness_since_moved(tm_chunk_t *c)
@@ -218,5 +229,8 @@ bool tm_hotness_scan(bool busy)
     return false;
   }
   hn.reads += !first;
+  if (!first)
+    atomic_store_explicit(&hn.read_tick, atomic_load_explicit(&tm_hotness_now, memory_order_relaxed),
+                          memory_order_relaxed);
   return true;
 }
