@@ -97,8 +97,9 @@ static void policy_place(tm_chunk_t *c, uint32_t n, unsigned pref, int pinned)
     t = policy_choose(pref < policy_ntiers ? pref : 0, n);
   }
   /* A chunk the accessed bits are read for is bound even on its own tier, so
-   * it is a VMA of its own (hotness.h). */
-  if (t != cur || tm_hotness_split(c)) {
+   * it is a VMA of its own (hotness.h); one bound to another tier is too. */
+  bool split = tm_hotness_split(c);
+  if (t != cur || split) {
     const tm_tier_t *tier = &policy_topo->tier[t];
     int err = tm_range_os()->bind((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, &tier->nodes,
                                   tier->first_node);

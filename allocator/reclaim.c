@@ -638,9 +638,13 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
  * before promotion or an exchange moves it again: nothing ping-pongs. */
 #define RC_COOLDOWN_TICKS (10000u / TM_HOTNESS_TICK_MS)
 
+/* c may move up or be exchanged down: the accessed bits measure it (a VMA
+ * of its own, so moving it adds no VMA either), and it has not moved for
+ * RC_COOLDOWN_TICKS. */
 static bool rc_settled(tm_chunk_t *c)
 {
-  return tm_hotness_since_moved(c) >= RC_COOLDOWN_TICKS;
+  return (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT) &&
+         tm_hotness_since_moved(c) >= RC_COOLDOWN_TICKS;
 }
 
 /* Bytes tier t may still take before it reaches its placement limit (the

@@ -719,6 +719,8 @@ Test(reclaim, a_full_tier_exchanges_its_cold_chunks_for_hot_ones_below)
 {
   void *top[8], *p[16];
   rt_accessed_tree();
+  char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
+  rt_limits(first);             /* so its chunks are measured too */
   rt_fill_chunks(top, 8, -1);   /* 16 MiB on tier 0 */
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=16M",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
