@@ -10,6 +10,7 @@
 #include "log.h"
 #include "options.h"
 #include "os.h"
+#include "text.h"
 
 enum { HN_AUTO, HN_ACCESSED, HN_COMMIT_AGE, HN_OFF };   /* TIERMALLOC_HOTNESS, in the table's order */
 
@@ -156,24 +157,10 @@ bool tm_hotness_split(tm_chunk_t *c)
 }
 
 /* A VMA line of smaps ("lo-hi perms offset dev inode [path]"): its bounds. */
-static bool hn_vma(const char *line, uintptr_t *lo, uintptr_t *hi)
+static bool hn_vma(const char *line, uint64_t *lo, uint64_t *hi)
 {
-  uintptr_t v[2] = { 0, 0 };
-  int k = 0;
-  const char *p = line;
-  for (; k < 2; k++, p++) {
-    const char *s = p;
-    for (;; p++) {
-      unsigned d = *p >= '0' && *p <= '9' ? (unsigned)(*p - '0')
-                   : *p >= 'a' && *p <= 'f' ? (unsigned)(*p - 'a' + 10) : 16u;
-      if (d == 16) break;
-      v[k] = v[k] << 4 | d;
-    }
-    if (p == s || *p != (k ? ' ' : '-')) return false;
-  }
-  *lo = v[0];
-  *hi = v[1];
-  return true;
+  const char *dash = strchr(line, '-'), *sp = dash ? strchr(dash, ' ') : NULL;
+  return sp && tm_text_parse_hex(line, dash, lo) == 0 && tm_text_parse_hex(dash + 1, sp, hi) == 0;
 }
 
 /* Touches each chunk that is a VMA of its own with a page referenced. false
@@ -187,9 +174,10 @@ static bool hn_read_referenced(void)
   bool seen = false;
   int cut, len;
   while ((len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
-    uintptr_t lo, hi;
+    uint64_t lo, hi;
     if (hn_vma(line, &lo, &hi)) {
-      c = hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1)) ? tm_chunk_of((void *)lo) : NULL;
+      c = hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1)) ? tm_chunk_of((void *)(uintptr_t)lo)
+                                                                   : NULL;
       continue;
     }
     if (strncmp(line, "Referenced:", 11) != 0) continue;

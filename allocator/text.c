@@ -26,16 +26,28 @@ int tm_text_append_uint(char *buf, int size, int *len, unsigned v)
   return tm_text_append(buf, size, len, tmp + i);
 }
 
-int tm_text_parse_u64(const char *s, const char *e, uint64_t *v)
+static int text_parse(const char *s, const char *e, unsigned base, uint64_t *v)
 {
   if (s == e) return EINVAL;
   uint64_t acc = 0;
   for (; s < e; s++) {
-    if (*s < '0' || *s > '9') return EINVAL;
-    unsigned dig = (unsigned)(*s - '0');
-    if (acc > (UINT64_MAX - dig) / 10) return ERANGE;
-    acc = acc * 10 + dig;
+    unsigned dig = *s >= '0' && *s <= '9'               ? (unsigned)(*s - '0')
+                   : base == 16 && *s >= 'a' && *s <= 'f' ? (unsigned)(*s - 'a' + 10)
+                                                          : base;
+    if (dig >= base) return EINVAL;
+    if (acc > (UINT64_MAX - dig) / base) return ERANGE;
+    acc = acc * base + dig;
   }
   *v = acc;
   return 0;
+}
+
+int tm_text_parse_u64(const char *s, const char *e, uint64_t *v)
+{
+  return text_parse(s, e, 10, v);
+}
+
+int tm_text_parse_hex(const char *s, const char *e, uint64_t *v)
+{
+  return text_parse(s, e, 16, v);
 }

@@ -16,4 +16,7 @@ int tm_text_append_uint(char *buf, int size, int *len, unsigned v);
  * *v; 0, EINVAL (empty, or not a digit) or ERANGE (above UINT64_MAX). */
 int tm_text_parse_u64(const char *s, const char *e, uint64_t *v);
 
+/* The same for lower-case hexadecimal digits (the kernel's addresses). */
+int tm_text_parse_hex(const char *s, const char *e, uint64_t *v);
+
 #endif
