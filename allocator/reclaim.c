@@ -471,6 +471,20 @@ static uint64_t rc_cgroup_pageout(const rc_scan_t *s)
 
 /* ---- acting --------------------------------------------------------------- */
 
+/* Counts a move of c from tier `from` to `to` that migrate.c reported in *n
+ * (down: demoted and failed on `from`; up: promoted on `to`) and stamps it
+ * moved, for promotion's cool-down. */
+static void rc_moved(tm_chunk_t *c, unsigned from, unsigned to, const tm_migrate_counts_t *n)
+{
+  if (to > from) {
+    rc_add(&rc_demoted[from], n->moved);
+    rc_add(&rc_failed[from], n->failed);
+  } else {
+    rc_add(&rc_promoted[to], n->moved);
+  }
+  tm_hotness_moved(c);
+}
+
 /* c is next to a chunk bound to tier `to` (moving it adds no VMA). */
 static bool rc_next_to(tm_chunk_t *c, unsigned to)
 {
@@ -546,9 +560,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
           rc_add(&rc_failed[t], tm_chunk_bytes(c));
           return done;
         }
-        rc_add(&rc_demoted[t], n.moved);
-        rc_add(&rc_failed[t], n.failed);
-        tm_hotness_moved(c);
+        rc_moved(c, t, t + 1, &n);
         s->hist[t][b]--;
         s->hist[t + 1][0]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
@@ -698,14 +710,11 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
       for (unsigned k = 0; rc_room_below_high(t - 1) < bytes; k++) {
         tm_chunk_t *cold = k < 4 ? rc_coldest(t - 1) : NULL;
         if (!cold || tm_migrate_chunk(cold, t, &n) != 0) return done;   /* full of hot data */
-        rc_add(&rc_demoted[t - 1], n.moved);
-        rc_add(&rc_failed[t - 1], n.failed);
-        tm_hotness_moved(cold);
+        rc_moved(cold, t - 1, t, &n);
         n = (tm_migrate_counts_t){0};
       }
       if (tm_migrate_chunk(c, t - 1, &n) != 0) continue;
-      rc_add(&rc_promoted[t - 1], n.moved);
-      tm_hotness_moved(c);
+      rc_moved(c, t, t - 1, &n);
       done += bytes;
     }
   return done;
