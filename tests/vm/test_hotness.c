@@ -218,42 +218,66 @@ static long long hn_on(const vm_topology_t *topo, const char *line, const char *
   return sum;
 }
 
+/* Starts the child with env (NULL-terminated) and waits for "ready"; with
+ * `name`, in a fresh cgroup of that name (and the pid) whose memory.high
+ * leaves tier 0 a roomy 240 MiB share. */
+static void hn_spawn(char *const env[], const char *name)
+{
+  if (name) {
+    char rel[64], v[32];
+    snprintf(rel, sizeof rel, "%s-%d", name, (int)getpid());
+    if (cg[0]) vm_cgroup_remove(cg);
+    vm_cgroup_make(cg, sizeof cg, rel);
+    vm_caps_t c = vm_caps(vm_topology());
+    snprintf(v, sizeof v, "%llu", (unsigned long long)vm_limit_for_share(&c, 240 * VM_MIB));
+    vm_cgroup_set(cg, "memory.high", v);
+  }
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&child, argv, env, name ? cg : NULL, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+}
+
+/* Lowers the cgroup's memory.high to the limit whose tier-0 share is
+ * `share`; returns that share as tiermalloc scales it. */
+static uint64_t hn_lower_share(const vm_caps_t *c, uint64_t share)
+{
+  char v[32];
+  uint64_t lim = vm_limit_for_share(c, share);
+  snprintf(v, sizeof v, "%llu", (unsigned long long)lim);
+  vm_cgroup_set(cg, "memory.high", v);
+  return vm_scaled(c, lim, 0);
+}
+
+/* Bytes of the child's heap on tier 0, from a where line. */
+static long long hn_heap_on0(const vm_topology_t *topo, const char *l)
+{
+  return (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+}
+
 /* Runs the child under `hotness` with 60 blocks (20 MiB hot), lowers the
  * cgroup's memory.high to a tier-0 share of 40 MiB, and returns the share of
  * hot pages on tier 0 after reclaim has settled (at most 12 s). */
 static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const char **where)
 {
   vm_caps_t c = vm_caps(topo);
-  char name[64];
-  snprintf(name, sizeof name, "vmtest-hotness-%d", (int)getpid());
-  if (cg[0]) vm_cgroup_remove(cg);
-  vm_cgroup_make(cg, sizeof cg, name);
-  char v[32];
-  snprintf(v, sizeof v, "%llu", (unsigned long long)vm_limit_for_share(&c, 240 * VM_MIB));
-  vm_cgroup_set(cg, "memory.high", v);
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", (char *)hotness,
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=500", NULL };
-  char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
-  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
-  const char *l;
-  l = hn_where_now();
+  hn_spawn(env, "vmtest-hotness");
+  const char *l = hn_where_now();
   long long hot = hn_kv(l, "hot");
   cr_assert_geq(hn_on(topo, l, "hot", 0), hot - 16, "%s: the heap is not on tier 0 at first:\n%s", topo->name,
                 child.buf);
   usleep(1500 * 1000);   /* three intervals of the reader */
-  uint64_t lim = vm_limit_for_share(&c, 40 * VM_MIB), want = vm_scaled(&c, lim, 0);
-  snprintf(v, sizeof v, "%llu", (unsigned long long)lim);
-  vm_cgroup_set(cg, "memory.high", v);
+  uint64_t want = hn_lower_share(&c, 40 * VM_MIB);
   long long end = 0;
   for (int i = 0; i < 24; i++) {
     usleep(500 * 1000);
     l = hn_where_now();
-    long long on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
-    if (on0 <= (long long)want && hn_kv(l, "state") == TIER_RECLAIM_IDLE && ++end >= 2) break;
+    bool held = hn_heap_on0(topo, l) <= (long long)want && hn_kv(l, "state") == TIER_RECLAIM_IDLE;
+    if (held && ++end >= 2) break;
   }
   *where = l;
-  cr_expect_leq((hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096, (long long)want,
+  cr_expect_leq(hn_heap_on0(topo, l), (long long)want,
                 "%s: the heap on tier 0 is not under its high %.1f MiB:\n%s", topo->name,
                 (double)want / VM_MIB, child.buf);
   return hot ? (double)hn_on(topo, l, "hot", 0) / (double)hot : 0;
@@ -316,14 +340,12 @@ static void hn_promotion(const char *mode)
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", "TIERMALLOC_HOTNESS=accessed",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=500", "TIERMALLOC_TOPTIER_HIGH=24M", (char *)mode, NULL };
-  char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
-  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+  hn_spawn(env, NULL);
   const char *l;
   long long took = hn_until_hot_on_top(topo, 10000, &l);
   cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
   cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
-  long long on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+  long long on0 = hn_heap_on0(topo, l);
   cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
   /* A phase, then a change: the chunks moved stay put for reclaim's
    * cool-down (10 s) first, so the change is measured from a settled state. */
@@ -333,7 +355,7 @@ static void hn_promotion(const char *mode)
   long long follow = hn_until_hot_on_top(topo, 10000, &l);
   cr_expect(follow >= 0, "%s: after the phase change, the hot set is not 90 %% on tier 0 after 10 s:\n%s",
             topo->name, child.buf);
-  on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+  on0 = hn_heap_on0(topo, l);
   cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
   cr_log_info("%s: %s hot set on top %lld ms after start, %lld ms after the phase change", topo->name,
               strstr(mode, "WRITE=1") ? "written" : "read-only", took, follow);
@@ -363,15 +385,8 @@ Test(hotness, pinned_blocks_stay_on_top_and_a_pin_beyond_min_is_refused, .init =
 {
   const vm_topology_t *topo = vm_topology();
   vm_caps_t c = vm_caps(topo);
-  char name[64], v[32];
-  snprintf(name, sizeof name, "vmtest-pin-%d", (int)getpid());
-  vm_cgroup_make(cg, sizeof cg, name);
-  snprintf(v, sizeof v, "%llu", (unsigned long long)vm_limit_for_share(&c, 240 * VM_MIB));
-  vm_cgroup_set(cg, "memory.high", v);
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=40", "TIERMALLOC_TOPTIER_MIN=8M", NULL };
-  char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
-  cr_assert_not_null(vm_proc_expect(&child, "ready ", 120000), "%s", child.buf);
+  hn_spawn(env, "vmtest-pin");
   cr_assert_eq(vm_proc_say(&child, "cold 3 2"), 0);
   cr_assert_not_null(vm_proc_expect(&child, "cold ", 30000), "%s", child.buf);
   cr_assert_eq(vm_proc_say(&child, "pin 3 2"), 0);
@@ -386,15 +401,13 @@ Test(hotness, pinned_blocks_stay_on_top_and_a_pin_beyond_min_is_refused, .init =
   cr_expect_eq(hn_kv(l, "pinned"), 2, "%s: up to the min:\n%s", topo->name, child.buf);
   /* A 32 MiB share keeps the cgroup's own memory.high above the 80 MiB heap
    * (the kernel would swap it otherwise). */
-  uint64_t lim = vm_limit_for_share(&c, 32 * VM_MIB), want = vm_scaled(&c, lim, 0);
-  snprintf(v, sizeof v, "%llu", (unsigned long long)lim);
-  vm_cgroup_set(cg, "memory.high", v);
+  uint64_t want = hn_lower_share(&c, 32 * VM_MIB);
   long long pinned = 0, on0 = 0;
   for (int i = 0; i < 30; i++) {
     usleep(500 * 1000);
     l = hn_where_now();
     pinned = hn_on(topo, l, "pin", 0);
-    on0 = (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
+    on0 = hn_heap_on0(topo, l);
     if (on0 <= (long long)want) break;
   }
   cr_expect_leq(on0, (long long)want, "%s: tier 0 not under its share %.1f MiB:\n%s", topo->name,
