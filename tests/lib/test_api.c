@@ -4,8 +4,12 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "statsbuf.h"
 #include "tiermalloc.h"
@@ -175,5 +179,48 @@ Test(api, hints_and_pins_check_their_arguments)
   cr_expect_eq(tier_pin(&local, sizeof local), EINVAL);
   cr_expect_eq(tier_unpin(p, 4 << 20), 0);
   cr_expect_eq(errno, 0);
+  free(p);
+}
+
+/* The pins' lock across fork (fork.c takes it first): a thread calls
+ * tier_pin and tier_unpin in a loop while the main thread forks; each child
+ * takes the lock itself and exits, never hanging on a lock the parent's
+ * other thread held at the fork. */
+static atomic_bool api_pin_stop;
+
+static void *api_pin_loop(void *p)
+{
+  while (!atomic_load(&api_pin_stop)) {
+    tier_pin(p, 4096);
+    tier_unpin(p, 4096);
+  }
+  return NULL;
+}
+
+Test(api, a_fork_while_another_thread_pins_leaves_the_child_free_to_pin, .timeout = 60)
+{
+  void *p = malloc(1 << 20);
+  cr_assert_not_null(p);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, api_pin_loop, p), 0);
+  for (int f = 0; f < 40; f++) {
+    pid_t pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+      alarm(10);   /* a child stuck on the lock dies, and never outlives the test */
+      _exit(tier_unpin(p, 4096) == 0 && tier_pin(p, 4096) == ENOSPC ? 0 : 1);
+    }
+    int status = 0;
+    pid_t done = 0;
+    for (int i = 0; i < 500 && (done = waitpid(pid, &status, WNOHANG)) == 0; i++) usleep(10000);
+    if (done == 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+    }
+    cr_expect(done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork %d: child status %#x%s", f,
+              status, done == 0 ? " (hung)" : "");
+  }
+  atomic_store(&api_pin_stop, true);
+  pthread_join(th, NULL);
   free(p);
 }

@@ -1040,9 +1040,9 @@ RC_TEST(the_lowest_tier_above_its_max_is_paged_out_within_2s)
   unsigned sum = lowest_max_env(topo, env, bufs);
   int last = topo->ntiers - 1;
   make_cg();
-  const char *l = start_rc(sum - 8, env);
+  start_rc(sum - 8, env);
   settle(3000);
-  l = ask("stat", "stat ", 30000);
+  const char *l = ask("stat", "stat ", 30000);
   cr_assert_eq(kvt(l, "mx", last), 32 * (long long)VM_MIB, "%s:\n%s", topo->name, child.buf);
   cr_assert_eq(kvt(l, "po", last), 0, "%s: paged out before the burst:\n%s", topo->name, child.buf);
   uint64_t want = 32 * VM_MIB + 2 * VM_MIB + room_above(l, last);
