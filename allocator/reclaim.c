@@ -207,6 +207,17 @@ static unsigned rc_bucket(unsigned age)
   return b;
 }
 
+/* The order demotion and pageout take chunks in, the highest first: the
+ * log2 of the age, and 0 for a chunk the accessed bits saw in the last
+ * interval, behind every chunk they did not see. By the age alone, such a
+ * chunk, stamped at a scan a busy pass had put off, shared a bucket with
+ * unseen ones stamped a little earlier, and went in address order with them
+ * (in CI, 6 of 10 hot chunks demoted before 15 cold ones). */
+static unsigned rc_rank(tm_chunk_t *c)
+{
+  return tm_hotness_hot(c) ? 0 : rc_bucket(tm_hotness_age(c));
+}
+
 static bool rc_movable(tm_chunk_t *c)
 {
   return tm_chunk_bytes(c) != 0 &&
@@ -246,7 +257,7 @@ static void rc_measure(rc_scan_t *s)
         }
         if (!rc_movable(c)) continue;
         s->movable[t] += res[k];
-        s->hist[t][rc_bucket(tm_hotness_age(c))]++;
+        s->hist[t][rc_rank(c)]++;
         if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
             s->nstray < sizeof s->stray / sizeof s->stray[0])
           s->stray[s->nstray++] = c;
@@ -529,7 +540,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
     for (unsigned i = 0; i < tm_ranges.n && done < want; i++) {
       for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);
-        if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_bucket(tm_hotness_age(c)) != b)
+        if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_rank(c) != b)
           continue;
         tm_migrate_counts_t n = {0};
         if (room.pages != UINT64_MAX || room.bytes != UINT64_MAX) {

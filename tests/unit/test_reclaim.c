@@ -762,6 +762,52 @@ Test(reclaim, a_chunk_moved_stays_through_the_cool_down_and_hot_data_is_never_ex
   rt_free(p, 16);
 }
 
+static int rt_by_address(const void *a, const void *b)
+{
+  uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+  return (x > y) - (x < y);
+}
+
+/* The accessed bits' scan late (a busy pass puts it off), so the chunks seen
+ * at it are nearly as old as those not seen: old enough to share a log2
+ * bucket of age with them. The unseen still go first, all of them, even from
+ * higher addresses. */
+Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_one)
+{
+  void *p[16];
+  rt_accessed_tree();
+  rt_fill_chunks(p, 16, 0);
+  qsort(p, 16, sizeof p[0], rt_by_address);
+  char max[64];
+  uint64_t limit = tm_policy_used(0) - 8 * TM_CHUNK_SIZE;
+  snprintf(max, sizeof max, "TIERMALLOC_TOPTIER_MAX=%llu", (unsigned long long)limit);
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", max, NULL };
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    usleep(110 * 1000);
+    tm_hotness_tick();
+    tm_hotness_scan(false);
+  }
+  uint16_t read = atomic_load(&tm_hotness_now), since = 0;
+  while (since < 17) {   /* 17..31 ticks since the scan: bucket 5 */
+    usleep(50 * 1000);
+    tm_hotness_tick();
+    since = (uint16_t)(atomic_load(&tm_hotness_now) - read);
+  }
+  cr_assert_lt(since, 25, "the clock jumped %u ticks", since);
+  for (unsigned i = 0; i < tm_ranges.n; i++)   /* unseen since two ticks before the scan */
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      if (tm_chunk_bytes(tm_chunk_of((void *)a))) atomic_store(&tm_chunk_of((void *)a)->age, (uint16_t)(read - 2));
+  for (int i = 0; i < 4; i++) atomic_store(&tm_chunk_of(p[i])->age, read);   /* seen at it */
+  unsigned seen = tm_hotness_age(tm_chunk_of(p[0])), unseen = tm_hotness_age(tm_chunk_of(p[4]));
+  cr_assert(tm_hotness_hot(tm_chunk_of(p[0])) && !tm_hotness_hot(tm_chunk_of(p[4])));
+  cr_assert_eq(seen >> 4, unseen >> 4, "the same bucket: ages %u and %u", seen, unseen);
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), limit, "unseen chunks demoted down to the max");
+  cr_expect_eq(rt_chunks_on(p, 0, 4, 0), 4, "the 4 seen, at the lowest addresses, stay on top");
+  rt_free(p, 16);
+}
+
 Test(reclaim, the_commit_age_promotes_nothing)
 {
   void *p[16];
