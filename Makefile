@@ -18,7 +18,7 @@ CFLAGS    ?= -O2 -g
 TM_CFLAGS := $(CFLAGS) -std=gnu11 -fPIC $(WARN) -Iinclude -Iallocator \
              -fvisibility=hidden -ftls-model=initial-exec -fno-plt -pthread \
              -D_GNU_SOURCE
-LIBS      := -lnuma -lpthread -ldl -lm
+LIBS      := -lnuma -lunwind -lpthread -ldl -lm
 
 ALLOC_SRC := $(sort $(wildcard allocator/*.c))
 SHIM_SRC  := $(sort $(wildcard shim/*.c))

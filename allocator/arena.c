@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "account.h"
+#include "chunkmap.h"
 #include "jemap.h"
 #include "log.h"
 #include "notify.h"
@@ -19,14 +20,17 @@
 /* The tier a hook table serves travels with the table: jemalloc passes the
  * table to every hook, so the hook finds its tier without a lookup. */
 typedef struct arena_hooks_s {
-  extent_hooks_t h;   /* first: the hooks' extent_hooks_t * is this struct */
-  unsigned tier;
+  extent_hooks_t h;        /* first: the hooks' extent_hooks_t * is this struct */
+  _Atomic unsigned tier;   /* preferred; a site arena's changes with its verdict */
   bool pinned;
+  uint8_t site;            /* slot + 1 of a site arena; 0: none */
 } arena_hooks_t;
 
 static arena_hooks_t arena_auto;
 static arena_hooks_t arena_pinned[TIER_MAX_TIERS];
 static unsigned arena_pinned_ind[TIER_MAX_TIERS];
+static arena_hooks_t arena_site[TM_SITE_SLOTS];
+static unsigned arena_site_ind[TM_SITE_SLOTS];
 static unsigned arena_nauto;
 static pthread_mutex_t arena_hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned arena_nhooked;     /* automatic arenas 0..n-1 have the hooks */
@@ -58,12 +62,14 @@ static void *arena_alloc(extent_hooks_t *h, void *new_addr, size_t size, size_t 
   if (new_addr != NULL) return NULL;
   const arena_hooks_t *ah = (const arena_hooks_t *)h;
   size_t align = alignment < ARENA_PAGE ? ARENA_PAGE : alignment;
-  void *p = tm_policy_carve(ah->tier, ah->pinned, size, align);
+  unsigned tier = atomic_load_explicit(&ah->tier, memory_order_relaxed);
+  void *p = tm_policy_carve(tier, ah->pinned, ah->site != 0, size, align);
   if (p == NULL && !ah->pinned) p = arena_alloc_unplaced(size, align);
   if (p == NULL) return NULL;
+  if (ah->site) tm_chunk_mark_site(p, size, ah->site);
   tm_notify_heap_grew();
   *zero = true;
-  if (*commit) tm_policy_commit(p, size, ah->tier, ah->pinned);
+  if (*commit) tm_policy_commit(p, size, tier, ah->pinned);
   return p;
 }
 
@@ -90,7 +96,8 @@ static bool arena_commit(extent_hooks_t *h, void *addr, size_t size, size_t offs
                          size_t length, unsigned arena_ind)
 {
   const arena_hooks_t *ah = (const arena_hooks_t *)h;
-  tm_policy_commit((char *)addr + offset, length, ah->tier, ah->pinned);
+  tm_policy_commit((char *)addr + offset, length, atomic_load_explicit(&ah->tier, memory_order_relaxed),
+                   ah->pinned);
   return false;
 }
 
@@ -245,24 +252,56 @@ int tm_arena_pinned_flags(unsigned tier)
   return MALLOCX_ARENA(arena_pinned_ind[tier]);
 }
 
-int tm_arena_tcache_flags(tm_thread_t *t, unsigned tier)
+/* MALLOCX_TCACHE of the explicit tcache in *slot (its index + 1, 0: none
+ * yet), created on first use. */
+static int arena_tcache(unsigned *slot)
 {
-  if (t == NULL) return MALLOCX_TCACHE_NONE;
-  if (t->tcache[tier] == 0) {
+  if (*slot == 0) {
     unsigned tc;
     size_t sz = sizeof(tc);
     if (tmje_mallctl("tcache.create", &tc, &sz, NULL, 0) != 0) return MALLOCX_TCACHE_NONE;
-    t->tcache[tier] = tc + 1;
+    *slot = tc + 1;
   }
-  return MALLOCX_TCACHE(t->tcache[tier] - 1);
+  return MALLOCX_TCACHE(*slot - 1);
+}
+
+int tm_arena_tcache_flags(tm_thread_t *t, unsigned tier)
+{
+  return t == NULL ? MALLOCX_TCACHE_NONE : arena_tcache(&t->tcache[tier]);
+}
+
+static void arena_tcaches_destroy(unsigned *slots, unsigned n)
+{
+  for (unsigned i = 0; i < n; i++) {
+    if (slots[i] == 0) continue;
+    unsigned tc = slots[i] - 1;
+    slots[i] = 0;
+    tmje_mallctl("tcache.destroy", NULL, NULL, &tc, sizeof(tc));
+  }
 }
 
 void tm_arena_thread_exit(tm_thread_t *t)
 {
-  for (unsigned i = 0; i < TIER_MAX_TIERS; i++) {
-    if (t->tcache[i] == 0) continue;
-    unsigned tc = t->tcache[i] - 1;
-    t->tcache[i] = 0;
-    tmje_mallctl("tcache.destroy", NULL, NULL, &tc, sizeof(tc));
-  }
+  arena_tcaches_destroy(t->tcache, TIER_MAX_TIERS);
+  arena_tcaches_destroy(t->site_tcache, TM_SITE_SLOTS);
+}
+
+int tm_arena_site_create(unsigned slot, unsigned tier)
+{
+  arena_site[slot] = (arena_hooks_t){ .h = arena_ops, .tier = tier, .site = (uint8_t)(slot + 1) };
+  extent_hooks_t *hooks = &arena_site[slot].h;
+  size_t sz = sizeof(arena_site_ind[slot]);
+  int err = tmje_mallctl("arenas.create", &arena_site_ind[slot], &sz, &hooks, sizeof(hooks));
+  if (err) tm_warn("cannot create an arena for an allocation site (errno %d); it is not set apart", err);
+  return err;
+}
+
+void tm_arena_site_prefer(unsigned slot, unsigned tier)
+{
+  atomic_store_explicit(&arena_site[slot].tier, tier, memory_order_relaxed);
+}
+
+int tm_arena_site_flags(tm_thread_t *t, unsigned slot)
+{
+  return MALLOCX_ARENA(arena_site_ind[slot]) | arena_tcache(&t->site_tcache[slot]);
 }

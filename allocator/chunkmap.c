@@ -103,6 +103,13 @@ void tm_chunk_unreserve(unsigned t, uint32_t n)
   atomic_fetch_sub_explicit(&chunk_charged[t], 1, memory_order_relaxed);
 }
 
+void tm_chunk_mark_site(const void *p, size_t size, uint8_t site)
+{
+  uintptr_t a = (uintptr_t)p & ~(TM_CHUNK_SIZE - 1), end = (uintptr_t)p + size;
+  for (tm_chunk_t *c; a < end && (c = tm_chunk_of((void *)a)) != NULL; a += TM_CHUNK_SIZE)
+    atomic_store_explicit(&c->site, site, memory_order_relaxed);
+}
+
 void tm_chunk_place(tm_chunk_t *c, unsigned t)
 {
   atomic_store_explicit(&c->tier, (uint8_t)(t == tm_chunk_home(c) ? 0 : t + 1),

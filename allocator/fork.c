@@ -10,6 +10,7 @@
 #include "hint.h"
 #include "jemap.h"
 #include "log.h"
+#include "site.h"
 
 /* Order: the pins' lock first (tier_pin moves chunks while it holds it, so it
  * takes the chunk map's; nothing takes it while holding another), then the
@@ -26,10 +27,12 @@ static void fork_prepare(void)
   tm_chunkmap_prefork();
   tm_budget_prefork();
   tm_account_prefork();
+  tm_site_prefork();   /* a leaf: nothing is taken while it is held */
 }
 
 static void fork_parent(void)
 {
+  tm_site_postfork_parent();
   tm_account_postfork_parent();
   tm_budget_postfork_parent();
   tm_chunkmap_postfork_parent();
@@ -39,6 +42,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
+  tm_site_postfork_child();
   tm_account_postfork_child();
   tm_budget_postfork_child();
   tm_chunkmap_postfork_child();

@@ -78,6 +78,13 @@ bool tm_hotness_hot(tm_chunk_t *c)
   return hn.source == HN_ACCESSED && tm_hotness_age(c) <= hn_since_read() + 1;
 }
 
+bool tm_hotness_read_after(uint16_t tick)
+{
+  if (hn.source != HN_ACCESSED) return true;
+  return hn.reads > 0 &&
+         (int16_t)(atomic_load_explicit(&hn.read_tick, memory_order_relaxed) - tick) > 0;
+}
+
 bool tm_hotness_cold(tm_chunk_t *c)
 {
   /* Only once the bits were read that often: a chunk committed before the
@@ -141,6 +148,11 @@ void tm_hotness_init(const char *root, uint64_t max_split)
 void tm_hotness_track(bool on)
 {
   atomic_store_explicit(&hn.tracking, on, memory_order_relaxed);
+}
+
+bool tm_hotness_tracking(void)
+{
+  return hn.source == HN_ACCESSED && atomic_load_explicit(&hn.tracking, memory_order_relaxed);
 }
 
 bool tm_hotness_split(tm_chunk_t *c)

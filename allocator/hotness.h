@@ -77,6 +77,10 @@ unsigned tm_hotness_age(tm_chunk_t *c);
  * tell hot from merely new. */
 #define TM_HOTNESS_COLD_SCANS 2u
 bool tm_hotness_hot(tm_chunk_t *c);
+
+/* The accessed bits were read at a scan later than the clock's `tick`
+ * (always true when they are not the source: nothing to wait for). */
+bool tm_hotness_read_after(uint16_t tick);
 bool tm_hotness_cold(tm_chunk_t *c);
 
 /* Ticks since reclaim last moved c (promotion's cool-down; UINT16_MAX when
@@ -99,6 +103,9 @@ void tm_hotness_init(const char *root, uint64_t max_split);
  * nothing for them. Reclaim says so at start-up and when the budgets change;
  * chunks placed before keep the commit age till placed again. */
 void tm_hotness_track(bool on);
+
+/* The accessed bits are the source and hotness is tracked now. */
+bool tm_hotness_tracking(void);
 
 /* Placement, binding c as it places it: true when c should be bound even on
  * its own range's tier, so it becomes a VMA of its own (the accessed source,

@@ -51,14 +51,14 @@ static int policy_has_room(unsigned t)
   return tm_chunk_committed(t) < policy_limit(t);
 }
 
-void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align)
+void *tm_policy_carve(unsigned pref, int pinned, int whole, size_t size, size_t align)
 {
   tm_budget_refresh();
-  if (pinned) {
-    /* Whole chunks, so no automatic arena's extent ever shares one. */
-    size_t whole = (size + TM_CHUNK_SIZE - 1) & ~(TM_CHUNK_SIZE - 1);
-    return tm_range_carve(pref, whole, align > TM_CHUNK_SIZE ? align : TM_CHUNK_SIZE);
+  if (pinned || whole) {
+    size = (size + TM_CHUNK_SIZE - 1) & ~(TM_CHUNK_SIZE - 1);
+    if (align < TM_CHUNK_SIZE) align = TM_CHUNK_SIZE;
   }
+  if (pinned) return tm_range_carve(pref, size, align);
   for (unsigned t = pref; t < policy_ntiers; t++) {
     if (!policy_has_room(t)) continue;
     void *p = tm_range_carve(t, size, align);

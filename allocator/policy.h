@@ -31,9 +31,10 @@
 void tm_policy_init(const tm_topology_t *topo);
 
 /* Carves an extent's address space (RW, no pages) for an arena that prefers
- * tier `pref`; pinned arenas take only `pref`, in whole chunks. Returns the
- * memory or NULL. Counts nothing as committed. */
-void *tm_policy_carve(unsigned pref, int pinned, size_t size, size_t align);
+ * tier `pref`; pinned arenas take only `pref`. With `whole` (pinned and site
+ * arenas), in whole chunks, so no other arena's extent shares one. Returns
+ * the memory or NULL. Counts nothing as committed. */
+void *tm_policy_carve(unsigned pref, int pinned, int whole, size_t size, size_t align);
 
 /* jemalloc commits [p, p+size) (at carve time, or on reuse): counts the bytes
  * and places every chunk that was empty. Memory outside the ranges is

@@ -17,6 +17,7 @@
 #include "options.h"
 #include "policy.h"
 #include "range.h"
+#include "site.h"
 #include "text.h"
 #include "watch.h"
 
@@ -60,6 +61,9 @@ static struct {
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
+  uint16_t drain_tick[TIER_MAX_TIERS];         /* the hotness clock when draining began */
+  bool drain_read[TIER_MAX_TIERS];             /* the accessed bits were read since */
+  bool want_bits;                              /* demotion waits for the accessed bits' next read */
   uint64_t vma_limit;                          /* policy boundaries reclaim may create */
   int swap;                                    /* 0 none, 1 on (rc_pageout_blocked) */
   uint64_t refreshed_ns;                       /* when the budgets were last derived */
@@ -104,6 +108,7 @@ static void rc_reset(void)
     rc.allowance[t] = 0;
     rc.draining[t] = false;
   }
+  rc.want_bits = false;
   rc.pageout_allowance = 0;
   rc.promote_allowance = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
@@ -172,6 +177,7 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
     maps = v;
   rc.vma_limit = maps / 2;
   tm_hotness_init(root, maps / 4);   /* chunks of a VMA of their own: another quarter */
+  tm_site_init(rc.ntiers);
   tm_migrate_init(topo);
   tm_budget_snapshot(&rc.budgets);
   rc.swap = rc_swap_detect() == 1;
@@ -529,16 +535,19 @@ static bool rc_room_take(rc_room_t *room, uint64_t res, uint64_t bytes)
 /* Demotes the coldest movable chunks of tier t to t+1, or pages out the
  * coldest of t (pageout), until `want` bytes are done (as used or as pages,
  * whichever a chunk frees more of, for demotion; pages for pageout), within
- * `room` (protection: a chunk that does not fit is passed over). Returns the
- * bytes done. */
-static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, bool pageout)
+ * `room` (protection: a chunk that does not fit is passed over), and taking
+ * chunks the accessed bits saw in the last interval (rank 0) only while
+ * fewer than `seen_until` bytes are done. Returns the bytes done. */
+static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, bool pageout,
+                       uint64_t seen_until)
 {
   uint64_t done = 0;
   bool tight = s->boundaries >= rc.vma_limit;
   for (unsigned b = RC_BUCKETS; b-- > 0 && done < want;) {
     if (s->hist[t][b] == 0) continue;
-    for (unsigned i = 0; i < tm_ranges.n && done < want; i++) {
-      for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
+    uint64_t upto = b == 0 && seen_until < want ? seen_until : want;
+    for (unsigned i = 0; i < tm_ranges.n && done < upto; i++) {
+      for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < upto; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);
         if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_rank(c) != b)
           continue;
@@ -592,18 +601,24 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
  * pages in chunks reclaim may move, the figure protection is measured in.
  * extra: bytes of pages this process answers for of the cgroup's excess. */
 static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_t used,
-                               uint64_t held, uint64_t resident, rc_room_t *room, bool *over)
+                               uint64_t held, uint64_t resident, rc_room_t *room, bool *over,
+                               uint64_t *hard)
 {
   *room = rc_no_bound;
+  *hard = 0;
   uint64_t min = tm_budget_get(t, TM_LIMIT_MIN), low = tm_budget_get(t, TM_LIMIT_LOW);
   uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH), max = tm_budget_get(t, TM_LIMIT_MAX);
   uint64_t hyst = rc_hysteresis(high == TM_BUDGET_UNLIMITED ? 0 : high);
   rc_accrue(&rc.allowance[t], rc.rate, elapsed_ns);   /* within the limits too */
-  if (high != TM_BUDGET_UNLIMITED && used > high) rc.draining[t] = true;
+  if (high != TM_BUDGET_UNLIMITED && used > high && !rc.draining[t]) {
+    rc.draining[t] = true;
+    rc.drain_tick[t] = atomic_load_explicit(&tm_hotness_now, memory_order_relaxed);
+    rc.drain_read[t] = false;
+  }
   bool shrt = false, shrt_known = false;
   uint64_t want = 0;
   const uint64_t mask = TM_CHUNK_SIZE - 1;
-  if (max != TM_BUDGET_UNLIMITED && held > max) want = held - max;   /* at once */
+  if (max != TM_BUDGET_UNLIMITED && held > max) want = *hard = held - max;   /* at once */
   if (rc.draining[t] && high != TM_BUDGET_UNLIMITED) {
     if (rc.mode == RC_PRESSURE) {
       shrt = rc_short(t);
@@ -908,9 +923,18 @@ uint64_t tm_reclaim_pass(void)
     rc_room_t room;
     uint64_t used = tm_policy_used(t);
     uint64_t held = s.budgeted[t] > used ? s.budgeted[t] : used;
-    uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over);
+    uint64_t hard;
+    uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over, &hard);
     if (want == 0) continue;
-    uint64_t done = rc_act(&s, t, want, room, false);
+    /* Above high, a chunk the accessed bits saw in the last interval waits
+     * for their next read after the tier went over: the data the program
+     * wrote just before (filled once, never read again) was seen too, and
+     * only that read tells it from the data it reads all the time. Above
+     * max nothing waits. */
+    if (rc.draining[t] && !rc.drain_read[t]) rc.drain_read[t] = tm_hotness_read_after(rc.drain_tick[t]);
+    bool wait = rc.draining[t] && !rc.drain_read[t];
+    uint64_t done = rc_act(&s, t, want, room, false, wait ? hard : UINT64_MAX);
+    if (wait && done < want) rc.want_bits = true;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
@@ -960,10 +984,10 @@ uint64_t tm_reclaim_pass(void)
     if (whole > rc.pageout_allowance) whole = rc.pageout_allowance;
     atomic_store_explicit(&rc_state, TIER_RECLAIM_PAGING_OUT, memory_order_relaxed);
     rc_room_t room = { rc_pageable(&s, last), UINT64_MAX };
-    uint64_t done = out ? rc_act(&s, last, out, room, true) : 0;
+    uint64_t done = out ? rc_act(&s, last, out, room, true, UINT64_MAX) : 0;
     for (unsigned t = rc.ntiers; t-- > 0 && done < whole;) {
       room.pages = rc_pageable(&s, t);
-      if (room.pages) done += rc_act(&s, t, whole - done, room, true);
+      if (room.pages) done += rc_act(&s, t, whole - done, room, true, UINT64_MAX);
     }
     rc.pageout_allowance = rc.pageout_allowance > done ? rc.pageout_allowance - done : 0;
     rc.lowest_resident = rc.lowest_resident > done ? rc.lowest_resident - done : 0;
@@ -975,7 +999,11 @@ uint64_t tm_reclaim_pass(void)
                         memory_order_relaxed);
   rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   /* After the moves, so a limit to hold never waits for it. */
-  tm_hotness_scan(over);
+  /* Not put off while demotion waits for it. */
+  if (tm_hotness_scan(over && !rc.want_bits)) {
+    rc.want_bits = false;
+    tm_site_evaluate();
+  }
   rc_add(&rc_passes, 1);
   rc_cpu_account();
   return rc_wait(now);

@@ -34,9 +34,10 @@ static void *cxx_new_failed(size_t size, size_t align)
   }
 }
 
-static void *cxx_new(size_t size)
+/* Inlined into each operator, so the return address is the caller's. */
+static inline __attribute__((always_inline)) void *cxx_new(size_t size)
 {
-  void *p = tm_shim_malloc(size);
+  void *p = tm_shim_malloc_at(size, __builtin_return_address(0));
   return tm_likely(p != NULL) ? p : cxx_new_failed(size, 0);
 }
 
@@ -51,8 +52,8 @@ static void *cxx_new_aligned(size_t size, size_t align)
  * bad_alloc; a new-handler is rare and the result is the same NULL.) */
 TM_EXPORT void *_Znwm(size_t n) { return cxx_new(n); }
 TM_EXPORT void *_Znam(size_t n) { return cxx_new(n); }
-TM_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_malloc(n); }
-TM_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_malloc(n); }
+TM_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_malloc_at(n, __builtin_return_address(0)); }
+TM_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_malloc_at(n, __builtin_return_address(0)); }
 TM_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
 TM_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
 TM_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { return tm_shim_aligned(a, n); }

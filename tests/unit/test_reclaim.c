@@ -808,6 +808,57 @@ Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_on
   rt_free(p, 16);
 }
 
+/* 16 chunks on tier 0, every one seen at the last read of the accessed bits
+ * (as data written just before is), under `limit` (an env entry) set 8 chunks
+ * below what tier 0 holds. */
+static void rt_all_seen(void **p, const char *limit)
+{
+  rt_accessed_tree();
+  rt_fill_chunks(p, 16, 0);
+  char lim[64];
+  snprintf(lim, sizeof lim, "%s=%llu", limit, (unsigned long long)(tm_policy_used(0) - 8 * TM_CHUNK_SIZE));
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=100",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=2M", lim, NULL };
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    usleep(110 * 1000);
+    tm_hotness_tick();
+    tm_hotness_scan(false);
+  }
+  rt_heat_all(true);
+  cr_assert(tm_hotness_hot(tm_chunk_of(p[0])));
+}
+
+Test(reclaim, above_high_chunks_seen_in_the_last_interval_wait_for_the_next_read_of_the_bits)
+{
+  void *p[16];
+  rt_all_seen(p, "TIERMALLOC_TOPTIER_HIGH");
+  uint64_t before = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_policy_used(0), before, "nothing demoted before the bits are read again");
+  cr_expect_eq(rt_stats().reclaim_state, TIER_RECLAIM_IDLE, "nothing done yet");
+  /* A pass reads them once the interval is over (its scan not put off while
+   * demotion waits); the fixture's smaps has no page referenced: written
+   * once, not read since. */
+  for (int i = 0; i < 4 && tm_policy_used(0) == before; i++) {
+    usleep(110 * 1000);
+    tm_reclaim_pass();
+  }
+  cr_expect_lt(tm_policy_used(0), before - 6 * TM_CHUNK_SIZE, "demoted once the bits were read: %llu KiB",
+               (unsigned long long)(tm_policy_used(0) >> 10));
+  rt_free(p, 16);
+}
+
+Test(reclaim, above_max_chunks_seen_in_the_last_interval_do_not_wait)
+{
+  void *p[16];
+  rt_all_seen(p, "TIERMALLOC_TOPTIER_MAX");
+  uint64_t before = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), before - 8 * TM_CHUNK_SIZE, "max held at once");
+  rt_free(p, 16);
+}
+
 Test(reclaim, the_commit_age_promotes_nothing)
 {
   void *p[16];

@@ -1,0 +1,241 @@
+#include "site.h"
+
+#include <pthread.h>
+#include <string.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+
+#include "arena.h"
+#include "chunkmap.h"
+#include "hotness.h"
+#include "options.h"
+#include "range.h"
+
+/* Bytes a thread allocates between two looks while sites are inactive (no
+ * budget, or not the accessed bits): sampling resumes within that much once
+ * they are active. */
+#define SITE_IDLE ((uint64_t)64 << 20)
+
+_Atomic bool tm_site_routing;
+_Atomic uint8_t tm_site_filter[TM_SITE_FILTER];
+
+typedef struct site_s {
+  const void *frames[TM_SITE_FRAMES];   /* frames[0]: the call site, the key; NULL: a free entry */
+  uint64_t sampled;                     /* bytes the samples stand for, halved at each verdict */
+  uint32_t samples;                     /* halved likewise */
+  int slot;                             /* -1: none */
+} site_t;
+
+typedef struct slot_s {
+  int site;               /* its entry in the table */
+  bool cold;              /* the last verdict */
+  uint64_t hot, cold_bytes;
+} slot_t;
+
+static struct {
+  bool on;                /* TIERMALLOC_SITES, and more than one tier */
+  uint64_t mean;          /* TIERMALLOC_SITE_SAMPLE */
+  pthread_mutex_t lock;   /* the table and the slots; sampling only tries it */
+  site_t table[TM_SITE_MAX];
+  slot_t slot[TM_SITE_SLOTS];
+  _Atomic(const void *) slot_ra[TM_SITE_SLOTS];
+  unsigned nslots;        /* slots 0..nslots-1 are in use (the reclaim thread adds them) */
+  uint64_t samples;
+} st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static bool site_active(void)
+{
+  return st.on && tm_hotness_tracking() && tm_arenas_ready();
+}
+
+void tm_site_init(unsigned ntiers)
+{
+  st.on = tm_option(TM_OPTION_SITES)->num != 0 && ntiers > 1;
+  st.mean = tm_option(TM_OPTION_SITE_SAMPLE)->num;
+  if (st.mean < 4096) st.mean = 4096;
+  for (unsigned i = 0; i < TM_SITE_MAX; i++) st.table[i] = (site_t){ .slot = -1 };
+  /* libunwind's shared cache takes a lock a fork could leave held in the
+   * child; each thread's own needs none. */
+  unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+}
+
+/* The thread's next gap between samples: uniform in [mean/2, 3 mean/2]. */
+static uint64_t site_gap(tm_thread_t *t)
+{
+  uint32_t x = t->site_rand ? t->site_rand : (uint32_t)((uintptr_t)t >> 4) | 1u;
+  x ^= x << 13;
+  x ^= x >> 17;
+  x ^= x << 5;
+  t->site_rand = x;
+  return st.mean / 2 + (uint64_t)x % (st.mean + 1);
+}
+
+/* The entry of call site frames[0], made (in a free entry, or in place of
+ * the least sampled one without a slot) if there is none; NULL when every
+ * entry has a slot. Under the lock. */
+static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
+{
+  site_t *victim = NULL;
+  for (unsigned i = 0; i < TM_SITE_MAX; i++) {
+    site_t *s = &st.table[i];
+    if (s->frames[0] == frames[0]) return s;
+    if (s->slot >= 0) continue;
+    if (!victim || (victim->frames[0] && (!s->frames[0] || s->sampled < victim->sampled))) victim = s;
+  }
+  if (victim) {
+    *victim = (site_t){ .slot = -1 };
+    memcpy(victim->frames, frames, sizeof victim->frames);
+  }
+  return victim;
+}
+
+void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
+{
+  t->site_next = UINT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
+  if (!site_active()) {
+    t->site_next = *t->allocp + SITE_IDLE;
+    return;
+  }
+  /* Unwound before the lock: libunwind takes the loader's lock, which a
+   * thread in dl_iterate_phdr holds while it may allocate. */
+  void *ips[TM_SITE_FRAMES + 8];
+  int n = unw_backtrace(ips, (int)(sizeof ips / sizeof ips[0]));
+  const void *frames[TM_SITE_FRAMES] = { ra };
+  for (int i = 0; i < n; i++) {
+    if (ips[i] != ra) continue;
+    for (int k = 1; k < TM_SITE_FRAMES && i + k < n; k++) frames[k] = ips[i + k];
+    break;
+  }
+  if (pthread_mutex_trylock(&st.lock) == 0) {
+    site_t *s = site_entry(frames);
+    if (s) {
+      s->sampled += size > st.mean ? size : st.mean;
+      s->samples++;
+    }
+    st.samples++;
+    pthread_mutex_unlock(&st.lock);
+  }
+  t->site_next = *t->allocp + site_gap(t);
+}
+
+int tm_site_flags(tm_thread_t *t, const void *ra)
+{
+  unsigned s = atomic_load_explicit(&tm_site_filter[tm_site_hash(ra)], memory_order_acquire);
+  if (s == 0 || atomic_load_explicit(&st.slot_ra[s - 1], memory_order_relaxed) != ra) return 0;
+  return tm_arena_site_flags(t, s - 1);
+}
+
+/* Bytes of each slot's chunks the accessed bits call hot, and cold. */
+static void site_measure(uint64_t hot[TM_SITE_SLOTS], uint64_t cold[TM_SITE_SLOTS])
+{
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      unsigned s = atomic_load_explicit(&c->site, memory_order_relaxed);
+      uint64_t bytes = s ? tm_chunk_bytes(c) : 0;
+      if (bytes == 0) continue;
+      if (tm_hotness_hot(c)) hot[s - 1] += bytes;
+      else if (tm_hotness_cold(c)) cold[s - 1] += bytes;
+    }
+}
+
+/* The unslotted site sampled most, with TM_SITE_MIN_SAMPLES samples or more
+ * and a routing filter entry free; -1 if none. Under the lock. */
+static int site_candidate(void)
+{
+  int best = -1;
+  for (int i = 0; i < TM_SITE_MAX; i++) {
+    const site_t *s = &st.table[i];
+    if (!s->frames[0] || s->slot >= 0 || s->samples < TM_SITE_MIN_SAMPLES ||
+        atomic_load_explicit(&tm_site_filter[tm_site_hash(s->frames[0])], memory_order_relaxed))
+      continue;
+    if (best < 0 || s->sampled > st.table[best].sampled) best = i;
+  }
+  return best;
+}
+
+void tm_site_evaluate(void)
+{
+  if (!site_active()) return;
+  uint64_t hot[TM_SITE_SLOTS] = { 0 }, cold[TM_SITE_SLOTS] = { 0 };
+  if (st.nslots) site_measure(hot, cold);
+  pthread_mutex_lock(&st.lock);
+  for (unsigned k = 0; k < st.nslots; k++) {
+    slot_t *sl = &st.slot[k];
+    sl->hot = hot[k];
+    sl->cold_bytes = cold[k];
+    if (!sl->cold && cold[k] >= 2 * TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k]) {
+      sl->cold = true;
+      tm_arena_site_prefer(k, 1);
+    } else if (sl->cold && hot[k] > cold[k]) {
+      sl->cold = false;
+      tm_arena_site_prefer(k, 0);
+    }
+  }
+  int pick = st.nslots < TM_SITE_SLOTS ? site_candidate() : -1;
+  if (pick >= 0) st.table[pick].slot = (int)st.nslots;   /* kept from eviction meanwhile */
+  for (unsigned i = 0; i < TM_SITE_MAX; i++) {
+    st.table[i].sampled -= st.table[i].sampled / 2;
+    st.table[i].samples -= st.table[i].samples / 2;
+  }
+  pthread_mutex_unlock(&st.lock);
+  if (pick < 0) return;
+  /* One slot a verdict; its arena made outside the lock (jemalloc's own
+   * locks), and only then published to the allocation paths. */
+  unsigned k = st.nslots;
+  const void *ra = st.table[pick].frames[0];
+  if (tm_arena_site_create(k, 0) != 0) {
+    pthread_mutex_lock(&st.lock);
+    st.table[pick].slot = -1;
+    st.on = false;   /* said once (arena.c); no more tries */
+    pthread_mutex_unlock(&st.lock);
+    return;
+  }
+  pthread_mutex_lock(&st.lock);
+  st.slot[k] = (slot_t){ .site = pick };
+  st.nslots = k + 1;
+  pthread_mutex_unlock(&st.lock);
+  atomic_store_explicit(&st.slot_ra[k], ra, memory_order_relaxed);
+  atomic_store_explicit(&tm_site_filter[tm_site_hash(ra)], (uint8_t)(k + 1), memory_order_release);
+  atomic_store_explicit(&tm_site_routing, true, memory_order_relaxed);
+}
+
+unsigned tm_site_list(tm_site_info_t *out, unsigned n)
+{
+  pthread_mutex_lock(&st.lock);
+  unsigned m = 0;
+  for (unsigned k = 0; k < st.nslots && m < n; k++, m++) {
+    const site_t *s = &st.table[st.slot[k].site];
+    out[m] = (tm_site_info_t){ .sampled = s->sampled, .hot = st.slot[k].hot,
+                               .cold = st.slot[k].cold_bytes, .slot = (int)k,
+                               .cold_verdict = st.slot[k].cold };
+    memcpy(out[m].frames, s->frames, sizeof out[m].frames);
+  }
+  pthread_mutex_unlock(&st.lock);
+  return m;
+}
+
+void tm_site_counts(uint64_t *samples, unsigned *slotted, unsigned *cold)
+{
+  pthread_mutex_lock(&st.lock);
+  *samples = st.samples;
+  *slotted = st.nslots;
+  *cold = 0;
+  for (unsigned k = 0; k < st.nslots; k++) *cold += st.slot[k].cold;
+  pthread_mutex_unlock(&st.lock);
+}
+
+void tm_site_prefork(void)
+{
+  pthread_mutex_lock(&st.lock);
+}
+
+void tm_site_postfork_parent(void)
+{
+  pthread_mutex_unlock(&st.lock);
+}
+
+void tm_site_postfork_child(void)
+{
+  pthread_mutex_init(&st.lock, NULL);
+}

@@ -1,0 +1,106 @@
+/*
+ * site: allocation-site placement (TIERMALLOC_SITES), with the accessed bits
+ * as the hotness source and while hotness is tracked (a budget makes
+ * placement matter; hotness.h).
+ *
+ *   sampling     each thread samples one allocation of about every
+ *                SITE_SAMPLE bytes it allocates (jemalloc's per-thread
+ *                allocated counter against a threshold: one compare on the
+ *                fast path) and records its site: the return address of the
+ *                malloc, calloc or operator new call, the routing key, with a
+ *                few frames unwound by libunwind to name it in the report.
+ *                The table is bounded (TM_SITE_MAX); a new site replaces the
+ *                one with the fewest sampled bytes that has no slot; sampled
+ *                bytes halve at each verdict, so old sites fade.
+ *   segregation  a site sampled TM_SITE_MIN_SAMPLES times gets one of
+ *                TM_SITE_SLOTS slots while one is free: an arena whose
+ *                extents are whole chunks of its own (tm_chunk_t.site), so
+ *                its memory shares no chunk with another site's and the
+ *                accessed bits measure it apart. From then on the site's
+ *                allocations go to that arena, through a tcache of the
+ *                thread's own.
+ *   verdict      after each scan that read the bits: a slot whose cold
+ *                chunks hold at least TM_SITE_COLD_RATIO times the bytes of
+ *                its hot ones (and two chunks or more) is cold, and the
+ *                arena's new chunks are placed from tier 1 down: the site's
+ *                new memory goes below with no migration, and reclaim demotes
+ *                its old memory as it does any cold chunk. A cold slot whose
+ *                hot chunks come to hold more than its cold ones is hot
+ *                again: new chunks go to the top first.
+ *
+ * Not done: realloc and aligned allocations are neither sampled nor routed;
+ * a site is one return address, so a malloc wrapper is one site for all its
+ * callers; a block freed goes to the freeing thread's own tcache, which can
+ * hand it to another site's allocation of the same size. Slots are not given
+ * back (a bounded cost: TM_SITE_SLOTS arenas).
+ */
+#ifndef TM_SITE_H
+#define TM_SITE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "account.h"
+
+#define TM_SITE_MAX 256        /* sites in the table */
+#define TM_SITE_FRAMES 4       /* frames kept per site, for the report */
+#define TM_SITE_MIN_SAMPLES 4  /* samples before a site gets a slot */
+#define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
+#define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
+
+/* Set while some site has a slot: allocations look their site up. */
+extern _Atomic bool tm_site_routing;
+
+/* Per return-address hash: the slot + 1 of a site that may have it, 0 none. */
+extern _Atomic uint8_t tm_site_filter[TM_SITE_FILTER];
+
+static inline unsigned tm_site_hash(const void *ra)
+{
+  return (unsigned)(((uintptr_t)ra * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TM_SITE_FILTER - 1);
+}
+
+/* The thread has allocated past its next sample point (READY threads: allocp
+ * is set). */
+static inline bool tm_site_due(const tm_thread_t *t)
+{
+  return *t->allocp >= t->site_next;
+}
+
+/* Options and state; after the options and hotness are initialised. */
+void tm_site_init(unsigned ntiers);
+
+/* MALLOCX flags of the slot of the site `ra`, with the thread's tcache for
+ * it; 0 when the site has none (a plain malloc then). Off the fast path. */
+int tm_site_flags(tm_thread_t *t, const void *ra);
+
+/* Records a sample of `size` bytes at `ra` and sets t's next sample point.
+ * Never blocks: a sample that would wait for the table is dropped. */
+void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
+
+/* After a scan that read the accessed bits (the reclaim thread): slots for
+ * sites sampled enough, verdicts, decay. */
+void tm_site_evaluate(void);
+
+/* What the report shows. */
+typedef struct tm_site_info_s {
+  const void *frames[TM_SITE_FRAMES];   /* frames[0] is the call site */
+  uint64_t sampled;                     /* bytes sampled (decayed) */
+  uint64_t hot, cold;                   /* bytes of the slot's hot and cold chunks, last verdict */
+  int slot;                             /* -1: none */
+  bool cold_verdict;
+} tm_site_info_t;
+
+/* The sites with a slot, up to n; returns how many. */
+unsigned tm_site_list(tm_site_info_t *out, unsigned n);
+
+/* Samples taken, and sites that have a slot and are cold now. */
+void tm_site_counts(uint64_t *samples, unsigned *slotted, unsigned *cold);
+
+/* Fork (fork.c): the table's lock. */
+void tm_site_prefork(void);
+void tm_site_postfork_parent(void);
+void tm_site_postfork_child(void);
+
+#endif
