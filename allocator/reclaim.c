@@ -1031,6 +1031,10 @@ void tm_reclaim_stats(tier_stats_t *s)
   s->reclaim_cpu_ns = atomic_load_explicit(&rc_cpu_ns, memory_order_relaxed);
   s->pageout_available = rc.swap == 1;
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
+  unsigned apart, cold;
+  tm_site_counts(&s->site_samples, &apart, &cold);
+  s->sites_apart = apart;
+  s->sites_cold = cold;
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
     s->tier[t].reclaim.demoted = atomic_load_explicit(&rc_demoted[t], memory_order_relaxed);
     s->tier[t].reclaim.promoted = atomic_load_explicit(&rc_promoted[t], memory_order_relaxed);

@@ -225,7 +225,11 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
               tm_stats_reclaim_mode_name(s->reclaim_mode),
               tm_stats_reclaim_state_name(s->reclaim_state));
     stats_put_json_str(&o, s->cold_signal);
-    stats_put(&o, ",\"pageout_available\":%s}\n", s->pageout_available ? "true" : "false");
+    stats_put(&o, ",\"pageout_available\":%s", s->pageout_available ? "true" : "false");
+#define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)s->name);
+    TIER_STATS_SITE_FIELDS(X)
+#undef X
+    stats_put(&o, "}\n");
   } else {
     stats_put(&o, "%-4s %-10s", "tier", "budget");
 #define X(name, unit, doc) stats_put(&o, " %14s", #name);
@@ -261,6 +265,7 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
               s->pageout_available ? "available" : "unavailable (no swap seen)");
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
+    TIER_STATS_SITE_FIELDS(X)
 #undef X
   }
   stats_flush(&o);

@@ -74,7 +74,7 @@ int tier_unpin(const void *p, size_t len);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 4
+#define TIER_STATS_VERSION 5
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -106,6 +106,13 @@ int tier_unpin(const void *p, size_t len);
   X(resident_sample_ns, ns,    "how long the last resident measurement took") \
   X(reclaim_passes,     count, "passes of the reclaim thread over the chunk map")  \
   X(reclaim_cpu_ns,     ns,    "CPU time the reclaim thread used (measuring, demoting, paging out)")
+
+/* Allocation-site placement (TIERMALLOC_SITES): after the fields above, so a
+ * program built against version 4 still reads those. */
+#define TIER_STATS_SITE_FIELDS(X)                                              \
+  X(site_samples, count, "allocations sampled for their call site (malloc, calloc, operator new)") \
+  X(sites_apart,  count, "call sites given chunks of their own, so the accessed bits measure their memory apart (8 at most)") \
+  X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 
@@ -157,7 +164,6 @@ typedef struct tier_stats_s {
   uint32_t version;                 /* TIER_STATS_VERSION */
   uint32_t ntiers;
   TIER_STATS_GLOBAL_FIELDS(TIER_STATS_FIELD_)
-#undef TIER_STATS_FIELD_
   tier_stats_tier_t tier[TIER_MAX_TIERS];
   char cgroup[256];                 /* the process's cgroup ("/app/worker"), "" when none */
   uint32_t reclaim_mode;            /* tier_reclaim_mode_t */
@@ -165,6 +171,8 @@ typedef struct tier_stats_s {
   char cold_signal[32];             /* what reclaim calls cold: "accessed bits", "commit age" or "none" */
   uint32_t pageout_available;       /* 1: swap is on, so MADV_PAGEOUT can page out */
   uint32_t reserved_;
+  TIER_STATS_SITE_FIELDS(TIER_STATS_FIELD_)
+#undef TIER_STATS_FIELD_
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

@@ -26,6 +26,7 @@
 #include "policy.h"
 #include "range.h"
 #include "reclaim.h"
+#include "site.h"
 #include "tmptree.h"
 #include "topology.h"
 
@@ -1054,4 +1055,148 @@ Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
   cr_expect_leq(s.tier[0].reclaim.paged_out, 14 * MiB, "its share of 10 MiB over (+ margin)");
   cr_expect_eq(s.tier[0].reclaim.demoted, 0);
   rt_free(p, 24);
+}
+
+/* ---- allocation sites (site.h): the table and the verdicts, with a thread
+ * record of the test's own whose allocated counter the test moves; the
+ * routing and the placement on a tiered kernel are tests/vm/test_site.c's ---- */
+
+static uint64_t rt_allocated;
+
+/* Sites active: the accessed bits, a budget (so hotness is tracked), samples
+ * every 4 KiB on average, and the bits read often enough to call chunks cold. */
+static tm_thread_t rt_site_env(void)
+{
+  rt_accessed_tree();
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=100",
+                  "TIERMALLOC_TOPTIER_HIGH=512M", "TIERMALLOC_SITE_SAMPLE=4K", NULL };
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    usleep(110 * 1000);
+    tm_hotness_tick();
+    tm_hotness_scan(false);
+  }
+  rt_allocated = 0;
+  return (tm_thread_t){ .allocp = &rt_allocated };
+}
+
+/* n samples of `size` bytes at the call site ra. */
+static void rt_sample(tm_thread_t *t, uintptr_t ra, int n, size_t size)
+{
+  for (int i = 0; i < n; i++) {
+    rt_allocated = t->site_next;
+    tm_site_sample(t, (const void *)ra, size);
+  }
+}
+
+Test(reclaim, sampling_is_by_bytes_with_the_gap_within_half_the_mean)
+{
+  tm_thread_t t = rt_site_env();
+  tm_site_sample(&t, (const void *)0x1000, 16);
+  for (int i = 0; i < 200; i++) {
+    uint64_t at = rt_allocated = t.site_next;
+    tm_site_sample(&t, (const void *)0x1000, 16);
+    cr_assert(t.site_next >= at + 2048 && t.site_next <= at + 6144, "gap %llu",
+              (unsigned long long)(t.site_next - at));
+  }
+  uint64_t samples;
+  unsigned apart, cold;
+  tm_site_counts(&samples, &apart, &cold);
+  cr_expect_eq(samples, 201);
+  cr_expect_eq(apart, 0, "no verdict yet");
+}
+
+Test(reclaim, sampling_waits_while_sites_are_inactive)
+{
+  rt_accessed_tree();
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", NULL };   /* no budget: nothing tracked */
+  rt_limits(env);
+  rt_allocated = 0;
+  tm_thread_t t = { .allocp = &rt_allocated };
+  tm_site_sample(&t, (const void *)0x1000, 16);
+  cr_expect_eq(t.site_next, (uint64_t)64 << 20, "looks again after 64 MiB");
+  uint64_t samples;
+  unsigned apart, cold;
+  tm_site_counts(&samples, &apart, &cold);
+  cr_expect_eq(samples, 0);
+}
+
+Test(reclaim, the_table_is_bounded_and_keeps_the_most_sampled_sites)
+{
+  tm_thread_t t = rt_site_env();
+  rt_sample(&t, 0xa000, 6, 16);                      /* one site sampled often */
+  for (uintptr_t i = 0; i < 3 * TM_SITE_MAX; i++)    /* many sampled once, evicting each other */
+    rt_sample(&t, 0x100000 + i * 16, 1, 16);
+  rt_sample(&t, 0xb000, TM_SITE_MIN_SAMPLES - 1, 16); /* one sampled too seldom */
+  tm_site_evaluate();
+  tm_site_info_t info[TM_SITE_SLOTS];
+  cr_assert_eq(tm_site_list(info, TM_SITE_SLOTS), 1, "one slot a verdict");
+  cr_expect_eq(info[0].frames[0], (const void *)0xa000, "the most sampled site survived eviction");
+  tm_site_evaluate();
+  cr_expect_eq(tm_site_list(info, TM_SITE_SLOTS), 1, "no other site was sampled enough");
+  tm_arena_thread_exit(&t);
+}
+
+/* A slot for call site 0xa000; returns its MALLOCX flags. */
+static int rt_site_slot(tm_thread_t *t)
+{
+  rt_sample(t, 0xa000, TM_SITE_MIN_SAMPLES, 16);
+  tm_site_evaluate();
+  int flags = tm_site_flags(t, (const void *)0xa000);
+  cr_assert_neq(flags, 0);
+  cr_assert(atomic_load(&tm_site_routing));
+  return flags;
+}
+
+Test(reclaim, a_site_with_a_slot_is_routed_to_chunks_of_its_own)
+{
+  tm_thread_t t = rt_site_env();
+  int flags = rt_site_slot(&t);
+  cr_expect_eq(tm_site_flags(&t, (const void *)0xa010), 0, "another site is not routed");
+  void *p = tmje_mallocx(100, flags), *q = tmje_mallocx(100, MALLOCX_TCACHE_NONE);
+  cr_assert(p && q);
+  cr_expect_eq(atomic_load(&tm_chunk_of(p)->site), 1, "the slot's chunk");
+  cr_expect_eq(atomic_load(&tm_chunk_of(q)->site), 0, "malloc's chunk is no site's");
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(p)), 0, "a new site's memory starts on top");
+  tmje_dallocx(p, flags);
+  tmje_dallocx(q, MALLOCX_TCACHE_NONE);
+  tm_arena_thread_exit(&t);
+}
+
+Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_and_back_when_hot)
+{
+  tm_thread_t t = rt_site_env();
+  int flags = rt_site_slot(&t);
+  void *p[3];
+  for (int i = 0; i < 3; i++) {
+    p[i] = tmje_mallocx(TM_CHUNK_SIZE, flags);
+    cr_assert_not_null(p[i]);
+    memset(p[i], 1, TM_CHUNK_SIZE);
+  }
+  rt_heat_all(false);
+  int moves = rt.moves;
+  tm_site_evaluate();
+  uint64_t samples;
+  unsigned apart, cold;
+  tm_site_counts(&samples, &apart, &cold);
+  cr_expect_eq(cold, 1, "3 cold chunks, none hot: cold");
+  void *n = tmje_mallocx(TM_CHUNK_SIZE, flags);
+  cr_assert_not_null(n);
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(n)), 1, "new memory placed below");
+  cr_expect_eq(rt.moves, moves, "without a migration");
+  rt_heat_all(true);
+  tm_site_evaluate();
+  tm_site_counts(&samples, &apart, &cold);
+  cr_expect_eq(cold, 0, "hot again");
+  void *m = tmje_mallocx(TM_CHUNK_SIZE, flags);
+  cr_assert_not_null(m);
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(m)), 0, "new memory on top again");
+  tm_site_info_t info;
+  cr_assert_eq(tm_site_list(&info, 1), 1);
+  cr_expect_geq(info.hot, 8 * MiB, "the slot's hot bytes as last measured: %llu", (unsigned long long)info.hot);
+  cr_expect_eq(info.cold, 0);
+  for (int i = 0; i < 3; i++) tmje_dallocx(p[i], flags);
+  tmje_dallocx(n, flags);
+  tmje_dallocx(m, flags);
+  tm_arena_thread_exit(&t);
 }

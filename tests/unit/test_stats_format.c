@@ -43,7 +43,7 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":4,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "{\"version\":5,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
     "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
     "\"used\":31457280,\"allocated\":3145728,\"resident\":5242880,"
@@ -54,7 +54,8 @@ Test(stats_format, json_has_every_field_once)
     "\"reclaim\":{\"demoted\":0,\"promoted\":0,\"paged_out\":2097152,\"failed\":0},"
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
-    "\"cold_signal\":\"commit age\",\"pageout_available\":false}\n");
+    "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
+    "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0}\n");
 }
 
 Test(stats_format, text_is_a_table_with_units)
@@ -66,6 +67,7 @@ Test(stats_format, text_is_a_table_with_units)
 #define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
+  TIER_STATS_SITE_FIELDS(X)
   TIER_STATS_BUDGET_FIELDS(X)
   TIER_STATS_RECLAIM_FIELDS(X)
 #undef X
