@@ -89,11 +89,19 @@ static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
   return victim;
 }
 
+/* The thread's gate from its next sample point: 0 while a site is routed. */
+static void site_gate(tm_thread_t *t)
+{
+  t->site_next = atomic_load_explicit(&tm_site_routing, memory_order_relaxed) ? 0 : t->site_sample;
+}
+
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 {
-  t->site_next = UINT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
+  /* No sample nested in this one (libunwind may allocate). */
+  t->site_sample = t->site_next = UINT64_MAX;
   if (!site_active()) {
-    t->site_next = *t->allocp + SITE_IDLE;
+    t->site_sample = *t->allocp + SITE_IDLE;
+    site_gate(t);
     return;
   }
   /* Unwound before the lock: libunwind takes the loader's lock, which a
@@ -115,7 +123,8 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
     st.samples++;
     pthread_mutex_unlock(&st.lock);
   }
-  t->site_next = *t->allocp + site_gap(t);
+  t->site_sample = *t->allocp + site_gap(t);
+  site_gate(t);
 }
 
 int tm_site_flags(tm_thread_t *t, const void *ra)

@@ -61,11 +61,19 @@ static inline unsigned tm_site_hash(const void *ra)
   return (unsigned)(((uintptr_t)ra * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TM_SITE_FILTER - 1);
 }
 
-/* The thread has allocated past its next sample point (READY threads: allocp
- * is set). */
-static inline bool tm_site_due(const tm_thread_t *t)
+/* The fast path's one compare (READY threads: allocp is set): the thread has
+ * allocated past site_next, its next sample point, or 0 while some site is
+ * routed (every call then looks its caller up). A thread learns that sites
+ * are routed at its next sample. */
+static inline bool tm_site_gate(const tm_thread_t *t)
 {
   return *t->allocp >= t->site_next;
+}
+
+/* A sample is due (the slow path). */
+static inline bool tm_site_due(const tm_thread_t *t)
+{
+  return *t->allocp >= t->site_sample;
 }
 
 /* Options and state; after the options and hotness are initialised. */
@@ -75,8 +83,9 @@ void tm_site_init(unsigned ntiers);
  * it; 0 when the site has none (a plain malloc then). Off the fast path. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
-/* Records a sample of `size` bytes at `ra` and sets t's next sample point.
- * Never blocks: a sample that would wait for the table is dropped. */
+/* Records a sample of `size` bytes at `ra` and sets t's next sample point
+ * (and its gate). Never blocks: a sample that would wait for the table is
+ * dropped. */
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
 
 /* After a scan that read the accessed bits (the reclaim thread): slots for

@@ -70,3 +70,11 @@ $(B)/bench/hotsrc: bench/hotsrc.c bench/bench.mk
 
 bench-hotness: $(B)/bench/hotsrc
 	bench/hotness
+
+# What allocation-site placement (TIERMALLOC_SITES) costs pairloop and churn,
+# sites off against on, in the 2tier VM (sites need two tiers, the accessed
+# bits and a budget), about 5 minutes. Writes bench/results/site-cost.md.
+# Does not rebuild the library: run `make` first.
+.PHONY: bench-site-cost
+bench-site-cost: $(BENCH_PROGS)
+	bench/site-cost

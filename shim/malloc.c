@@ -9,6 +9,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -51,7 +52,8 @@ static __attribute__((noinline, cold)) void *shim_late_alloc(void *p)
   } while (0)
 
 /* The slow side of malloc (zero: calloc, of n * size): a thread to set up,
- * a site with an arena of its own (site.h), or a sample due. */
+ * a sample due, or some site with an arena of its own (site.h), which sends
+ * every call here to look its caller up. */
 static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t size, int zero,
                                                               const void *ra)
 {
@@ -63,6 +65,7 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
     errno = ENOMEM;
     return NULL;
   }
+  bool due = tm_site_due(t);
   int flags = atomic_load_explicit(&tm_site_routing, memory_order_relaxed) ? tm_site_flags(t, ra) : 0;
   void *p;
   if (flags) {
@@ -71,27 +74,18 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
   } else {
     p = zero ? tmje_calloc(n, size) : tmje_malloc(size);
   }
-  if (p && tm_site_due(t)) tm_site_sample(t, ra, total);
+  if (p && due) tm_site_sample(t, ra, total);
   return tm_count_alloc(t, p);
 }
 
-static __attribute__((noinline, cold)) void *shim_sampled(void *p, size_t size, const void *ra)
-{
-  if (p) tm_site_sample(&tm_tls, ra, size);
-  return tm_count_alloc(&tm_tls, p);
-}
-
-/* The thread set up and no site routed: jemalloc's malloc or calloc, a
- * compare for the sample, and the count. ra is the caller's return address,
- * the site; read only off the fast path. */
+/* The fast path: a thread set up and no sample due (nor a site routed):
+ * jemalloc's malloc or calloc and the count. ra, the caller's return address
+ * (the site), is read only off it. */
 #define SHIM_SITED(n, size, zero, ra, expr)                                                       \
   do {                                                                                            \
-    if (tm_unlikely(tm_tls.alloc_len == 0 ||                                                      \
-                    atomic_load_explicit(&tm_site_routing, memory_order_relaxed)))                \
+    if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_gate(&tm_tls)))                              \
       return shim_alloc_slow((n), (size), (zero), (ra));                                          \
-    void *p_ = (expr);                                                                            \
-    if (tm_unlikely(tm_site_due(&tm_tls))) return shim_sampled(p_, (n) * (size), (ra));          \
-    return tm_count_alloc(&tm_tls, p_);                                                           \
+    return tm_count_alloc(&tm_tls, (expr));                                                       \
   } while (0)
 
 void *tm_shim_malloc(size_t size)

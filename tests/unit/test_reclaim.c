@@ -1084,7 +1084,7 @@ static tm_thread_t rt_site_env(void)
 static void rt_sample(tm_thread_t *t, uintptr_t ra, int n, size_t size)
 {
   for (int i = 0; i < n; i++) {
-    rt_allocated = t->site_next;
+    rt_allocated = t->site_sample;
     tm_site_sample(t, (const void *)ra, size);
   }
 }
@@ -1153,6 +1153,9 @@ Test(reclaim, a_site_with_a_slot_is_routed_to_chunks_of_its_own)
   tm_thread_t t = rt_site_env();
   int flags = rt_site_slot(&t);
   cr_expect_eq(tm_site_flags(&t, (const void *)0xa010), 0, "another site is not routed");
+  rt_sample(&t, 0xa010, 1, 16);
+  cr_expect_eq(t.site_next, 0, "from its next sample on, each call of the thread looks its site up");
+  cr_expect_gt(t.site_sample, rt_allocated, "and it still samples by bytes");
   void *p = tmje_mallocx(100, flags), *q = tmje_mallocx(100, MALLOCX_TCACHE_NONE);
   cr_assert(p && q);
   cr_expect_eq(atomic_load(&tm_chunk_of(p)->site), 1, "the slot's chunk");
