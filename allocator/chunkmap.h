@@ -49,6 +49,8 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_BASE  0x8u   /* start-up metadata: outside the budgets (policy.c) */
 #define TM_CHUNK_SPLIT 0x10u  /* bound on its own, a VMA of its own (hotness.h) */
 #define TM_CHUNK_PIN   0x20u  /* tier_pin: kept on tier 0 (hint.h) */
+#define TM_CHUNK_SEEN  0x40u  /* the accessed bits saw it at their last read (hotness.h) */
+#define TM_CHUNK_STEADY 0x80u /* ... and at the read before */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

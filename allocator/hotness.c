@@ -78,6 +78,12 @@ bool tm_hotness_hot(tm_chunk_t *c)
   return hn.source == HN_ACCESSED && tm_hotness_age(c) <= hn_since_read() + 1;
 }
 
+bool tm_hotness_steady(tm_chunk_t *c)
+{
+  return tm_hotness_hot(c) &&
+         (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STEADY);
+}
+
 bool tm_hotness_read_after(uint16_t tick)
 {
   if (hn.source != HN_ACCESSED) return true;
@@ -196,7 +202,16 @@ static bool hn_read_referenced(void)
     seen = true;
     const char *p = line + 11;
     while (*p == ' ') p++;
-    if (c && *p >= '1' && *p <= '9') tm_hotness_touch(c);
+    if (c) {
+      bool ref = *p >= '1' && *p <= '9';
+      uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
+      if (ref) g |= TM_CHUNK_SEEN | (f & TM_CHUNK_SEEN ? TM_CHUNK_STEADY : 0);
+      /* Only this thread changes these bits; others set and clear their own
+       * with atomic or/and, which a plain store here could undo: so or/and. */
+      if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint8_t)(g & ~f), memory_order_relaxed);
+      if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint8_t)~(f & ~g), memory_order_relaxed);
+      if (ref) tm_hotness_touch(c);
+    }
     c = NULL;
   }
   close(r.fd);

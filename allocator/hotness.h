@@ -78,6 +78,10 @@ unsigned tm_hotness_age(tm_chunk_t *c);
 #define TM_HOTNESS_COLD_SCANS 2u
 bool tm_hotness_hot(tm_chunk_t *c);
 
+/* Hot, and seen at each of the last two reads of the bits: what promotion
+ * takes. Data written once (a fill) was seen at one read only. */
+bool tm_hotness_steady(tm_chunk_t *c);
+
 /* The accessed bits were read at a scan later than the clock's `tick`
  * (always true when they are not the source: nothing to wait for). */
 bool tm_hotness_read_after(uint16_t tick);

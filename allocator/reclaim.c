@@ -719,7 +719,9 @@ static tm_chunk_t *rc_coldest(unsigned t)
  * into the room under t-1's high (less the hysteresis), and, when t-1 has
  * none, in exchange for a cold chunk of t-1 (demoted to t first; the tier's
  * usage stays as it was, so its min and low are kept). Only chunks the
- * accessed bits saw in the last interval move up, only cold ones move down,
+ * accessed bits saw at each of their last two reads move up (a fill seen
+ * once does not: in CI it brought cold chunks up, which then sat out the
+ * cool-down on top), only cold ones move down,
  * and none that moved in the last RC_COOLDOWN_TICKS. Returns the bytes
  * promoted. */
 static uint64_t rc_promote(unsigned t, uint64_t want)
@@ -728,7 +730,7 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
   for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_hot(c) || !rc_settled(c)) continue;
+      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_steady(c) || !rc_settled(c)) continue;
       uint64_t bytes = tm_chunk_bytes(c);
       tm_migrate_counts_t n = {0};
       /* Cold chunks out until it fits (a few: the tier may stand a little

@@ -143,6 +143,24 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   cr_expect_geq(tm_hotness_age(&c[2]), 300, "a VMA of two chunks tells neither");
   cr_expect_geq(tm_hotness_age(&c[3]), 300);
   cr_expect_str_eq(tm_hotness_signal(), "accessed bits");
+  cr_expect(atomic_load(&c[0].flags) & TM_CHUNK_SEEN, "seen at this read");
+  cr_expect(!(atomic_load(&c[0].flags) & TM_CHUNK_STEADY), "but not at the one before");
+  /* Seen again: steady. Chunk 1 seen now for the first time: not. */
+  n = hn_vma(smaps, sizeof smaps, lo, 1, 8);
+  n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 4);
+  tmptree_put("proc/self/smaps", smaps);
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(false));
+  cr_expect(tm_hotness_steady(&c[0]), "seen at two reads in a row");
+  cr_expect(tm_hotness_hot(&c[1]) && !tm_hotness_steady(&c[1]), "seen at one");
+  /* Not seen: neither. */
+  hn_vma(smaps, sizeof smaps, lo, 1, 0);
+  tmptree_put("proc/self/smaps", smaps);
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(false));
+  cr_expect(!(atomic_load(&c[0].flags) & (TM_CHUNK_SEEN | TM_CHUNK_STEADY)), "unseen clears both");
 }
 
 Test(hotness, smaps_without_referenced_falls_back_to_the_commit_age_and_says_so)

@@ -620,15 +620,23 @@ static void rt_accessed_tree(void)
   tmptree_put("proc/self/smaps", "10000-12000 rw-p 00000000 00:00 0 \nReferenced:          0 kB\n");
 }
 
-/* Every committed chunk hot (accessed now) or cold (not for a minute). */
+/* c hot (accessed now, and seen at the bits' last two reads) or cold (not
+ * for a minute). */
+static void rt_heat_one(tm_chunk_t *c, bool hot, uint16_t now)
+{
+  atomic_store(&c->age, (uint16_t)(hot ? now : now - 600));
+  if (hot) atomic_fetch_or(&c->flags, TM_CHUNK_SEEN | TM_CHUNK_STEADY);
+  else atomic_fetch_and(&c->flags, (uint8_t)~(TM_CHUNK_SEEN | TM_CHUNK_STEADY));
+}
+
+/* Every committed chunk hot or cold. */
 static void rt_heat_all(bool hot)
 {
   tm_hotness_tick();
   uint16_t now = atomic_load(&tm_hotness_now);
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
-      if (tm_chunk_bytes(tm_chunk_of((void *)a)))
-        atomic_store(&tm_chunk_of((void *)a)->age, (uint16_t)(hot ? now : now - 600));
+      if (tm_chunk_bytes(tm_chunk_of((void *)a))) rt_heat_one(tm_chunk_of((void *)a), hot, now);
 }
 
 /* The chunks of blocks b[first..last) (2 MiB, one chunk each) hot or cold. */
@@ -636,7 +644,7 @@ static void rt_heat(void **b, int first, int last, bool hot)
 {
   tm_hotness_tick();
   uint16_t now = atomic_load(&tm_hotness_now);
-  for (int i = first; i < last; i++) atomic_store(&tm_chunk_of(b[i])->age, (uint16_t)(hot ? now : now - 600));
+  for (int i = first; i < last; i++) rt_heat_one(tm_chunk_of(b[i]), hot, now);
 }
 
 static unsigned rt_chunks_on(void **b, int first, int last, unsigned t)
@@ -696,6 +704,19 @@ Test(reclaim, hot_chunks_below_move_up_into_the_room_under_high)
   cr_expect_eq(s.tier[0].reclaim.promoted, 8 * MiB, "%llu", (unsigned long long)s.tier[0].reclaim.promoted);
   cr_expect_eq(s.reclaim_state, TIER_RECLAIM_PROMOTING);
   cr_expect_eq(s.tier[0].reclaim.demoted, 0);
+  rt_free(p, 16);
+}
+
+Test(reclaim, a_chunk_seen_at_one_read_only_is_not_promoted)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "written once, as a fill is: not promoted");
+  cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 0);
   rt_free(p, 16);
 }
 
