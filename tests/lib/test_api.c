@@ -182,33 +182,22 @@ Test(api, hints_and_pins_check_their_arguments)
   free(p);
 }
 
-/* The pins' lock across fork (fork.c takes it first): a thread calls
- * tier_pin and tier_unpin in a loop while the main thread forks; each child
- * takes the lock itself and exits, never hanging on a lock the parent's
- * other thread held at the fork. */
-static atomic_bool api_pin_stop;
+/* Forks 40 times while `loop` runs in another thread; each child runs
+ * `child` under a 10 s alarm and must exit 0: it never hangs on a lock the
+ * parent's other thread held at the fork (fork.c's handlers). */
+static atomic_bool api_loop_stop;
 
-static void *api_pin_loop(void *p)
+static void api_forks_during(void *(*loop)(void *), int (*child)(void *), void *arg)
 {
-  while (!atomic_load(&api_pin_stop)) {
-    tier_pin(p, 4096);
-    tier_unpin(p, 4096);
-  }
-  return NULL;
-}
-
-Test(api, a_fork_while_another_thread_pins_leaves_the_child_free_to_pin, .timeout = 60)
-{
-  void *p = malloc(1 << 20);
-  cr_assert_not_null(p);
+  atomic_store(&api_loop_stop, false);
   pthread_t th;
-  cr_assert_eq(pthread_create(&th, NULL, api_pin_loop, p), 0);
+  cr_assert_eq(pthread_create(&th, NULL, loop, arg), 0);
   for (int f = 0; f < 40; f++) {
     pid_t pid = fork();
     cr_assert_geq(pid, 0);
     if (pid == 0) {
       alarm(10);   /* a child stuck on the lock dies, and never outlives the test */
-      _exit(tier_unpin(p, 4096) == 0 && tier_pin(p, 4096) == ENOSPC ? 0 : 1);
+      _exit(child(arg));
     }
     int status = 0;
     pid_t done = 0;
@@ -220,7 +209,50 @@ Test(api, a_fork_while_another_thread_pins_leaves_the_child_free_to_pin, .timeou
     cr_expect(done == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0, "fork %d: child status %#x%s", f,
               status, done == 0 ? " (hung)" : "");
   }
-  atomic_store(&api_pin_stop, true);
+  atomic_store(&api_loop_stop, true);
   pthread_join(th, NULL);
+}
+
+/* The pins' lock (fork.c takes it first): a thread pins and unpins in a
+ * loop; each child pins itself. */
+static void *api_pin_loop(void *p)
+{
+  while (!atomic_load(&api_loop_stop)) {
+    tier_pin(p, 4096);
+    tier_unpin(p, 4096);
+  }
+  return NULL;
+}
+
+static int api_pin_child(void *p)
+{
+  return tier_unpin(p, 4096) == 0 && tier_pin(p, 4096) == ENOSPC ? 0 : 1;
+}
+
+Test(api, a_fork_while_another_thread_pins_leaves_the_child_free_to_pin, .timeout = 60)
+{
+  void *p = malloc(1 << 20);
+  cr_assert_not_null(p);
+  api_forks_during(api_pin_loop, api_pin_child, p);
   free(p);
+}
+
+/* The allocation sites' lock (site.c; the stats take it to count the
+ * sites): a thread reads the stats in a loop; each child reads them too. */
+static void *api_stats_loop(void *arg)
+{
+  tier_stats_t s;
+  while (!atomic_load(&api_loop_stop)) tier_stats_get(&s, sizeof s);
+  return arg;
+}
+
+static int api_stats_child(void *arg)
+{
+  tier_stats_t s;
+  return tier_stats_get(&s, sizeof s) == 0 && s.version == TIER_STATS_VERSION ? 0 : 1;
+}
+
+Test(api, a_fork_while_another_thread_reads_the_stats_leaves_the_child_free_to_read_them, .timeout = 60)
+{
+  api_forks_during(api_stats_loop, api_stats_child, NULL);
 }
