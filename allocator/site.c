@@ -16,8 +16,8 @@
  * they are active. */
 #define SITE_IDLE ((uint64_t)64 << 20)
 
-_Atomic bool tm_site_routing;
-_Atomic uint8_t tm_site_filter[TM_SITE_FILTER];
+uint8_t tm_site_routing;
+uint8_t tm_site_filter[TM_SITE_FILTER];
 
 typedef struct site_s {
   const void *frames[TM_SITE_FRAMES];   /* frames[0]: the call site, the key; NULL: a free entry */
@@ -89,19 +89,11 @@ static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
   return victim;
 }
 
-/* The thread's gate from its next sample point: 0 while a site is routed. */
-static void site_gate(tm_thread_t *t)
-{
-  t->site_next = atomic_load_explicit(&tm_site_routing, memory_order_relaxed) ? 0 : t->site_sample;
-}
-
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 {
-  /* No sample nested in this one (libunwind may allocate). */
-  t->site_sample = t->site_next = UINT64_MAX;
+  t->site_next = UINT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
   if (!site_active()) {
-    t->site_sample = *t->allocp + SITE_IDLE;
-    site_gate(t);
+    t->site_next = *t->allocp + SITE_IDLE;
     return;
   }
   /* Unwound before the lock: libunwind takes the loader's lock, which a
@@ -123,13 +115,12 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
     st.samples++;
     pthread_mutex_unlock(&st.lock);
   }
-  t->site_sample = *t->allocp + site_gap(t);
-  site_gate(t);
+  t->site_next = *t->allocp + site_gap(t);
 }
 
 int tm_site_flags(tm_thread_t *t, const void *ra)
 {
-  unsigned s = atomic_load_explicit(&tm_site_filter[tm_site_hash(ra)], memory_order_acquire);
+  unsigned s = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE);
   if (s == 0 || atomic_load_explicit(&st.slot_ra[s - 1], memory_order_relaxed) != ra) return 0;
   return tm_arena_site_flags(t, s - 1);
 }
@@ -156,7 +147,7 @@ static int site_candidate(void)
   for (int i = 0; i < TM_SITE_MAX; i++) {
     const site_t *s = &st.table[i];
     if (!s->frames[0] || s->slot >= 0 || s->samples < TM_SITE_MIN_SAMPLES ||
-        atomic_load_explicit(&tm_site_filter[tm_site_hash(s->frames[0])], memory_order_relaxed))
+        __atomic_load_n(&tm_site_filter[tm_site_hash(s->frames[0])], __ATOMIC_RELAXED))
       continue;
     if (best < 0 || s->sampled > st.table[best].sampled) best = i;
   }
@@ -205,8 +196,8 @@ void tm_site_evaluate(void)
   st.nslots = k + 1;
   pthread_mutex_unlock(&st.lock);
   atomic_store_explicit(&st.slot_ra[k], ra, memory_order_relaxed);
-  atomic_store_explicit(&tm_site_filter[tm_site_hash(ra)], (uint8_t)(k + 1), memory_order_release);
-  atomic_store_explicit(&tm_site_routing, true, memory_order_relaxed);
+  __atomic_store_n(&tm_site_filter[tm_site_hash(ra)], (uint8_t)(k + 1), __ATOMIC_RELEASE);
+  __atomic_store_n(&tm_site_routing, 1, __ATOMIC_RELAXED);
 }
 
 unsigned tm_site_list(tm_site_info_t *out, unsigned n)

@@ -50,30 +50,33 @@
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
 
-/* Set while some site has a slot: allocations look their site up. */
-extern _Atomic bool tm_site_routing;
+/* Set once some site has a slot: allocations look their site up. Written
+ * once (0 to 1) by the reclaim thread; read with relaxed loads. Hidden,
+ * so the fast path reaches both directly, not through the GOT: its test is
+ * one compare with memory. */
+extern uint8_t tm_site_routing __attribute__((visibility("hidden")));
 
 /* Per return-address hash: the slot + 1 of a site that may have it, 0 none. */
-extern _Atomic uint8_t tm_site_filter[TM_SITE_FILTER];
+extern uint8_t tm_site_filter[TM_SITE_FILTER] __attribute__((visibility("hidden")));
 
 static inline unsigned tm_site_hash(const void *ra)
 {
   return (unsigned)(((uintptr_t)ra * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TM_SITE_FILTER - 1);
 }
 
-/* The fast path's one compare (READY threads: allocp is set): the thread has
- * allocated past site_next, its next sample point, or 0 while some site is
- * routed (every call then looks its caller up). A thread learns that sites
- * are routed at its next sample. */
-static inline bool tm_site_gate(const tm_thread_t *t)
+/* A sample is due: the thread has allocated past its next sample point
+ * (READY threads: allocp is set). One compare on the fast path. */
+static inline bool tm_site_due(const tm_thread_t *t)
 {
   return *t->allocp >= t->site_next;
 }
 
-/* A sample is due (the slow path). */
-static inline bool tm_site_due(const tm_thread_t *t)
+/* The call at ra may be a routed site's: false at once while no site is;
+ * else a hash and a byte of the filter (the slow path checks the site). */
+static inline bool tm_site_routed(const void *ra)
 {
-  return *t->allocp >= t->site_sample;
+  return __builtin_expect(__atomic_load_n(&tm_site_routing, __ATOMIC_RELAXED), 0) &&
+         __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
 }
 
 /* Options and state; after the options and hotness are initialised. */
@@ -83,9 +86,8 @@ void tm_site_init(unsigned ntiers);
  * it; 0 when the site has none (a plain malloc then). Off the fast path. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
-/* Records a sample of `size` bytes at `ra` and sets t's next sample point
- * (and its gate). Never blocks: a sample that would wait for the table is
- * dropped. */
+/* Records a sample of `size` bytes at `ra` and sets t's next sample point.
+ * Never blocks: a sample that would wait for the table is dropped. */
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
 
 /* After a scan that read the accessed bits (the reclaim thread): slots for

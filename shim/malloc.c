@@ -52,8 +52,7 @@ static __attribute__((noinline, cold)) void *shim_late_alloc(void *p)
   } while (0)
 
 /* The slow side of malloc (zero: calloc, of n * size): a thread to set up,
- * a sample due, or some site with an arena of its own (site.h), which sends
- * every call here to look its caller up. */
+ * a sample due, or a call that may be a routed site's (site.h). */
 static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t size, int zero,
                                                               const void *ra)
 {
@@ -66,7 +65,7 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
     return NULL;
   }
   bool due = tm_site_due(t);
-  int flags = atomic_load_explicit(&tm_site_routing, memory_order_relaxed) ? tm_site_flags(t, ra) : 0;
+  int flags = tm_site_routed(ra) ? tm_site_flags(t, ra) : 0;
   void *p;
   if (flags) {
     p = tmje_mallocx(total ? total : 1, flags | (zero ? MALLOCX_ZERO : 0));
@@ -78,12 +77,12 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
   return tm_count_alloc(t, p);
 }
 
-/* The fast path: a thread set up and no sample due (nor a site routed):
- * jemalloc's malloc or calloc and the count. ra, the caller's return address
- * (the site), is read only off it. */
+/* The fast path: a thread set up, no sample due and no site routed (or not
+ * this caller's): jemalloc's malloc or calloc and the count. ra is the
+ * caller's return address, the site. */
 #define SHIM_SITED(n, size, zero, ra, expr)                                                       \
   do {                                                                                            \
-    if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_gate(&tm_tls)))                              \
+    if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_due(&tm_tls) || tm_site_routed(ra)))         \
       return shim_alloc_slow((n), (size), (zero), (ra));                                          \
     return tm_count_alloc(&tm_tls, (expr));                                                       \
   } while (0)
