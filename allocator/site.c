@@ -91,9 +91,9 @@ static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
 
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 {
-  t->site_next = UINT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
+  t->site_left = INT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
   if (!site_active()) {
-    t->site_next = *t->allocp + SITE_IDLE;
+    t->site_left = (int64_t)SITE_IDLE;
     return;
   }
   /* Unwound before the lock: libunwind takes the loader's lock, which a
@@ -115,7 +115,7 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
     st.samples++;
     pthread_mutex_unlock(&st.lock);
   }
-  t->site_next = *t->allocp + site_gap(t);
+  t->site_left = (int64_t)site_gap(t);
 }
 
 int tm_site_flags(tm_thread_t *t, const void *ra)

@@ -4,9 +4,9 @@
  * placement matter; hotness.h).
  *
  *   sampling     each thread samples one allocation of about every
- *                SITE_SAMPLE bytes it allocates (jemalloc's per-thread
- *                allocated counter against a threshold: one compare on the
- *                fast path) and records its site: the return address of the
+ *                SITE_SAMPLE bytes it asks for (a countdown in the
+ *                thread's record: one subtract on the fast path) and
+ *                records its site: the return address of the
  *                malloc, calloc or operator new call, the routing key, with a
  *                few frames unwound by libunwind to name it in the report.
  *                The table is bounded (TM_SITE_MAX); a new site replaces the
@@ -64,11 +64,12 @@ static inline unsigned tm_site_hash(const void *ra)
   return (unsigned)(((uintptr_t)ra * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TM_SITE_FILTER - 1);
 }
 
-/* A sample is due: the thread has allocated past its next sample point
- * (READY threads: allocp is set). One compare on the fast path. */
-static inline bool tm_site_due(const tm_thread_t *t)
+/* Counts `size` bytes allocated by t; true when a sample is due. On the fast
+ * path, a subtract from memory and a sign test. A new thread's 0 makes its
+ * first call sample, which sets the first gap. */
+static inline bool tm_site_count(tm_thread_t *t, size_t size)
 {
-  return *t->allocp >= t->site_next;
+  return (t->site_left -= (int64_t)size) < 0;
 }
 
 /* The call at ra may be a routed site's: false at once while no site is;
@@ -86,7 +87,7 @@ void tm_site_init(unsigned ntiers);
  * it; 0 when the site has none (a plain malloc then). Off the fast path. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
-/* Records a sample of `size` bytes at `ra` and sets t's next sample point.
+/* Records a sample of `size` bytes at `ra` and sets t's countdown to the next.
  * Never blocks: a sample that would wait for the table is dropped. */
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
 

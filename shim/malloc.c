@@ -64,7 +64,7 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
     errno = ENOMEM;
     return NULL;
   }
-  bool due = tm_site_due(t);
+  bool due = t->site_left < 0;   /* counted on the way here */
   int flags = tm_site_routed(ra) ? tm_site_flags(t, ra) : 0;
   void *p;
   if (flags) {
@@ -82,7 +82,8 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
  * caller's return address, the site. */
 #define SHIM_SITED(n, size, zero, ra, expr)                                                       \
   do {                                                                                            \
-    if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_due(&tm_tls) || tm_site_routed(ra)))         \
+    if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_count(&tm_tls, (n) * (size)) ||               \
+                    tm_site_routed(ra)))                                                          \
       return shim_alloc_slow((n), (size), (zero), (ra));                                          \
     return tm_count_alloc(&tm_tls, (expr));                                                       \
   } while (0)

@@ -1079,10 +1079,8 @@ Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
 }
 
 /* ---- allocation sites (site.h): the table and the verdicts, with a thread
- * record of the test's own whose allocated counter the test moves; the
+ * record of the test's own whose countdown the test sets; the
  * routing and the placement on a tiered kernel are tests/vm/test_site.c's ---- */
-
-static uint64_t rt_allocated;
 
 /* Sites active: the accessed bits, a budget (so hotness is tracked), samples
  * every 4 KiB on average, and the bits read often enough to call chunks cold. */
@@ -1097,15 +1095,14 @@ static tm_thread_t rt_site_env(void)
     tm_hotness_tick();
     tm_hotness_scan(false);
   }
-  rt_allocated = 0;
-  return (tm_thread_t){ .allocp = &rt_allocated };
+  return (tm_thread_t){ .site_left = 0 };
 }
 
 /* n samples of `size` bytes at the call site ra. */
 static void rt_sample(tm_thread_t *t, uintptr_t ra, int n, size_t size)
 {
   for (int i = 0; i < n; i++) {
-    rt_allocated = t->site_next;
+    t->site_left = -1;
     tm_site_sample(t, (const void *)ra, size);
   }
 }
@@ -1115,10 +1112,9 @@ Test(reclaim, sampling_is_by_bytes_with_the_gap_within_half_the_mean)
   tm_thread_t t = rt_site_env();
   tm_site_sample(&t, (const void *)0x1000, 16);
   for (int i = 0; i < 200; i++) {
-    uint64_t at = rt_allocated = t.site_next;
+    t.site_left = -1;
     tm_site_sample(&t, (const void *)0x1000, 16);
-    cr_assert(t.site_next >= at + 2048 && t.site_next <= at + 6144, "gap %llu",
-              (unsigned long long)(t.site_next - at));
+    cr_assert(t.site_left >= 2048 && t.site_left <= 6144, "gap %lld", (long long)t.site_left);
   }
   uint64_t samples;
   unsigned apart, cold;
@@ -1132,10 +1128,9 @@ Test(reclaim, sampling_waits_while_sites_are_inactive)
   rt_accessed_tree();
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", NULL };   /* no budget: nothing tracked */
   rt_limits(env);
-  rt_allocated = 0;
-  tm_thread_t t = { .allocp = &rt_allocated };
+  tm_thread_t t = { .site_left = 0 };
   tm_site_sample(&t, (const void *)0x1000, 16);
-  cr_expect_eq(t.site_next, (uint64_t)64 << 20, "looks again after 64 MiB");
+  cr_expect_eq(t.site_left, (int64_t)64 << 20, "looks again after 64 MiB");
   uint64_t samples;
   unsigned apart, cold;
   tm_site_counts(&samples, &apart, &cold);
