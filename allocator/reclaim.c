@@ -1035,8 +1035,17 @@ void tm_reclaim_stats(tier_stats_t *s)
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
   unsigned apart, cold;
   tm_site_counts(&s->site_samples, &apart, &cold);
-  s->sites_apart = apart;
   s->sites_cold = cold;
+  tm_site_info_t info[TM_SITE_SLOTS];
+  s->sites_apart = tm_site_list(info, TM_SITE_SLOTS);
+  for (unsigned k = 0; k < s->sites_apart; k++) {
+    tier_stats_site_t *o = &s->site[k];
+    for (unsigned f = 0; f < TM_SITE_FRAMES; f++) o->frames[f] = (uint64_t)(uintptr_t)info[k].frames[f];
+    o->sampled = info[k].sampled;
+    o->hot = info[k].hot;
+    o->cold = info[k].cold;
+    o->cold_verdict = info[k].cold_verdict;
+  }
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
     s->tier[t].reclaim.demoted = atomic_load_explicit(&rc_demoted[t], memory_order_relaxed);
     s->tier[t].reclaim.promoted = atomic_load_explicit(&rc_promoted[t], memory_order_relaxed);

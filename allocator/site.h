@@ -43,12 +43,16 @@
 #include <stdint.h>
 
 #include "account.h"
+#include "tiermalloc.h"
 
 #define TM_SITE_MAX 256        /* sites in the table */
 #define TM_SITE_FRAMES 4       /* frames kept per site, for the report */
 #define TM_SITE_MIN_SAMPLES 4  /* samples before a site gets a slot */
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
+
+_Static_assert(TM_SITE_SLOTS == TIER_STATS_SITES && TM_SITE_FRAMES == TIER_STATS_SITE_FRAMES,
+               "the stats show every slot, every frame");
 
 /* Set once some site has a slot: allocations look their site up. Written
  * once (0 to 1) by the reclaim thread; read with relaxed loads. Hidden,

@@ -1,5 +1,6 @@
 #include "stats.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -165,6 +166,57 @@ static void stats_put_json_str(stats_out_t *o, const char *str)
   stats_put(o, "\"");
 }
 
+/* A return address as "function+0xoff (object)", or "0x..." where the
+ * loader knows no symbol for it (dladdr: no allocation). */
+static void stats_put_frame(stats_out_t *o, uint64_t pc)
+{
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)pc, &info) && info.dli_fname) {
+    const char *obj = strrchr(info.dli_fname, '/');
+    obj = obj ? obj + 1 : info.dli_fname;
+    if (info.dli_sname)
+      stats_put(o, "%s+%#lx (%s)", info.dli_sname, (unsigned long)(pc - (uintptr_t)info.dli_saddr), obj);
+    else
+      stats_put(o, "%s+%#lx", obj, (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+  } else {
+    stats_put(o, "%#llx", (unsigned long long)pc);
+  }
+}
+
+/* The sites given chunks of their own, in either form. */
+static void stats_put_sites(stats_out_t *o, const tier_stats_t *s, bool json)
+{
+  unsigned n = s->sites_apart < TIER_STATS_SITES ? (unsigned)s->sites_apart : TIER_STATS_SITES;
+  if (json) stats_put(o, ",\"sites\":[");
+  for (unsigned k = 0; k < n; k++) {
+    const tier_stats_site_t *si = &s->site[k];
+    if (json) {
+      stats_put(o, "%s{\"frames\":[", k ? "," : "");
+      for (unsigned f = 0; f < TIER_STATS_SITE_FRAMES && si->frames[f]; f++) {
+        stats_put(o, "%s\"", f ? "," : "");
+        stats_put_frame(o, si->frames[f]);
+        stats_put(o, "\"");
+      }
+      stats_put(o, "],\"sampled\":%llu,\"hot\":%llu,\"cold\":%llu,\"cold_verdict\":%s}",
+                (unsigned long long)si->sampled, (unsigned long long)si->hot, (unsigned long long)si->cold,
+                si->cold_verdict ? "true" : "false");
+      continue;
+    }
+    if (k == 0)
+      stats_put(o, "%-4s %-10s %14s %14s  %s\n", "site", "new memory", "hot", "cold",
+                "call site <- its callers (chunks of its own; hot and cold at the last read of the bits)");
+    stats_put(o, "%-4u %-10s", k, si->cold_verdict ? "below" : "top first");
+    stats_put_bytes(o, si->hot);
+    stats_put_bytes(o, si->cold);
+    for (unsigned f = 0; f < TIER_STATS_SITE_FRAMES && si->frames[f]; f++) {
+      stats_put(o, f ? " <- " : "  ");
+      stats_put_frame(o, si->frames[f]);
+    }
+    stats_put(o, "\n");
+  }
+  if (json) stats_put(o, "]");
+}
+
 void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
                      tier_stats_format_t format)
 {
@@ -229,6 +281,7 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
 #define X(name, unit, doc) stats_put(&o, ",\"" #name "\":%llu", (unsigned long long)s->name);
     TIER_STATS_SITE_FIELDS(X)
 #undef X
+    stats_put_sites(&o, s, true);
     stats_put(&o, "}\n");
   } else {
     stats_put(&o, "%-4s %-10s", "tier", "budget");
@@ -267,6 +320,7 @@ void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
     TIER_STATS_GLOBAL_FIELDS(X)
     TIER_STATS_SITE_FIELDS(X)
 #undef X
+    stats_put_sites(&o, s, false);
   }
   stats_flush(&o);
 }

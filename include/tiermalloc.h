@@ -115,6 +115,19 @@ int tier_unpin(const void *p, size_t len);
   X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
+#define TIER_STATS_SITES 8         /* sites given chunks of their own, at most */
+#define TIER_STATS_SITE_FRAMES 4
+
+/* A call site given chunks of its own (TIERMALLOC_SITES). */
+typedef struct tier_stats_site_s {
+  uint64_t frames[TIER_STATS_SITE_FRAMES]; /* return addresses: [0] the call of malloc, calloc or
+                                              operator new, then its callers (libunwind); 0: none */
+  uint64_t sampled;                 /* bytes its samples stand for (halved at each read of the bits) */
+  uint64_t hot, cold;               /* bytes of its chunks the accessed bits called hot, and cold,
+                                       at their last read */
+  uint32_t cold_verdict;            /* 1: cold: its new memory is placed from tier 1 down */
+  uint32_t reserved_;
+} tier_stats_site_t;
 
 /* Where a tier's budget came from (the highest-precedence source of its four
  * limits). */
@@ -173,6 +186,7 @@ typedef struct tier_stats_s {
   uint32_t reserved_;
   TIER_STATS_SITE_FIELDS(TIER_STATS_FIELD_)
 #undef TIER_STATS_FIELD_
+  tier_stats_site_t site[TIER_STATS_SITES];   /* the first sites_apart */
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

@@ -1,6 +1,7 @@
 /* stats: the text and JSON forms of one snapshot, field by field. */
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "stats.h"
 #include "statsbuf.h"
@@ -55,7 +56,7 @@ Test(stats_format, json_has_every_field_once)
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
     "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
-    "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0}\n");
+    "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0,\"sites\":[]}\n");
 }
 
 Test(stats_format, text_is_a_table_with_units)
@@ -98,4 +99,26 @@ Test(stats_format, a_max_not_held_is_shown_in_both_forms)
   tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect(strstr(b.s, "\"source\":\"env\",\"max_held\":false}") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\"reclaim_state\":\"max not held\"") != NULL, "%s", b.s);
+}
+
+/* The sites given chunks of their own, named by the loader's symbols (a
+ * function libc exports stands in for a call site). */
+Test(stats_format, sites_apart_are_named_by_their_frames_in_both_forms)
+{
+  tier_stats_t s = fmt_sample();
+  s.sites_apart = 1;
+  s.sites_cold = 1;
+  s.site[0] = (tier_stats_site_t){ .frames = { (uint64_t)(uintptr_t)getpid + 4, 0x10 },
+                                   .sampled = 1 << 20, .hot = 0, .cold = 6ull << 20, .cold_verdict = 1 };
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
+  cr_expect(strstr(b.s, "\nsite new memory") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "\n0    below      ") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "6.0 MiB  __getpid+0x4 (libc.so.6) <- 0x10\n") != NULL,
+            "named by the loader, or a number where no object holds it: %s", b.s);
+  b.n = 0;
+  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
+  cr_expect(strstr(b.s, ",\"sampled\":1048576,\"hot\":0,\"cold\":6291456,\"cold_verdict\":true}]}") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, "\"sites\":[{\"frames\":[\"") != NULL, "%s", b.s);
 }
