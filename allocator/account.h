@@ -36,8 +36,8 @@ typedef enum tm_thread_state_e {
   TM_THREAD_DEAD,        /* its exit began; late calls count on shared atomics */
 } tm_thread_state_t;
 
-#define TM_NO_RUN 0xffu
-#define TM_SITE_SLOTS 8   /* sites with an arena of their own (site.h) */   /* run of a thread that is not READY: every call is slow */
+#define TM_NO_RUN 0xffu   /* run of a thread that is not READY: every call is slow */
+#define TM_SITE_ARENAS 16 /* arenas for allocation sites, one a trial (site.h) */
 
 typedef struct tm_thread_s {
   /* The fast paths' view of the open runs: p is on the run's tier iff
@@ -56,7 +56,7 @@ typedef struct tm_thread_s {
   uint64_t alloc[TM_NCOUNT];   /* usable bytes allocated in closed runs, by range index */
   uint64_t freed[TM_NCOUNT];
   unsigned tcache[TIER_MAX_TIERS];  /* explicit tcache + 1 for tier_malloc; 0: none */
-  unsigned site_tcache[TM_SITE_SLOTS];  /* explicit tcache + 1 for each site arena; 0: none */
+  unsigned site_tcache[TM_SITE_ARENAS];  /* explicit tcache + 1 for each site arena; 0: none */
   uint32_t site_rand;          /* the thread's sampling generator (site.c) */
   int internal;                /* one of jemalloc's background threads */
   void (*deferred)(void);      /* run at the next allocation (tm_account_defer) */

@@ -23,14 +23,14 @@ typedef struct arena_hooks_s {
   extent_hooks_t h;        /* first: the hooks' extent_hooks_t * is this struct */
   _Atomic unsigned tier;   /* preferred; a site arena's changes with its verdict */
   bool pinned;
-  uint8_t site;            /* slot + 1 of a site arena; 0: none */
+  uint8_t site;            /* k + 1 of site arena k; 0: none */
 } arena_hooks_t;
 
 static arena_hooks_t arena_auto;
 static arena_hooks_t arena_pinned[TIER_MAX_TIERS];
 static unsigned arena_pinned_ind[TIER_MAX_TIERS];
-static arena_hooks_t arena_site[TM_SITE_SLOTS];
-static unsigned arena_site_ind[TM_SITE_SLOTS];
+static arena_hooks_t arena_site[TM_SITE_ARENAS];
+static unsigned arena_site_ind[TM_SITE_ARENAS];
 static unsigned arena_nauto;
 static pthread_mutex_t arena_hook_lock = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic unsigned arena_nhooked;     /* automatic arenas 0..n-1 have the hooks */
@@ -283,25 +283,25 @@ static void arena_tcaches_destroy(unsigned *slots, unsigned n)
 void tm_arena_thread_exit(tm_thread_t *t)
 {
   arena_tcaches_destroy(t->tcache, TIER_MAX_TIERS);
-  arena_tcaches_destroy(t->site_tcache, TM_SITE_SLOTS);
+  arena_tcaches_destroy(t->site_tcache, TM_SITE_ARENAS);
 }
 
-int tm_arena_site_create(unsigned slot, unsigned tier)
+int tm_arena_site_create(unsigned k, unsigned tier)
 {
-  arena_site[slot] = (arena_hooks_t){ .h = arena_ops, .tier = tier, .site = (uint8_t)(slot + 1) };
-  extent_hooks_t *hooks = &arena_site[slot].h;
-  size_t sz = sizeof(arena_site_ind[slot]);
-  int err = tmje_mallctl("arenas.create", &arena_site_ind[slot], &sz, &hooks, sizeof(hooks));
+  arena_site[k] = (arena_hooks_t){ .h = arena_ops, .tier = tier, .site = (uint8_t)(k + 1) };
+  extent_hooks_t *hooks = &arena_site[k].h;
+  size_t sz = sizeof(arena_site_ind[k]);
+  int err = tmje_mallctl("arenas.create", &arena_site_ind[k], &sz, &hooks, sizeof(hooks));
   if (err) tm_warn("cannot create an arena for an allocation site (errno %d); it is not set apart", err);
   return err;
 }
 
-void tm_arena_site_prefer(unsigned slot, unsigned tier)
+void tm_arena_site_prefer(unsigned k, unsigned tier)
 {
-  atomic_store_explicit(&arena_site[slot].tier, tier, memory_order_relaxed);
+  atomic_store_explicit(&arena_site[k].tier, tier, memory_order_relaxed);
 }
 
-int tm_arena_site_flags(tm_thread_t *t, unsigned slot)
+int tm_arena_site_flags(tm_thread_t *t, unsigned k)
 {
-  return MALLOCX_ARENA(arena_site_ind[slot]) | arena_tcache(&t->site_tcache[slot]);
+  return MALLOCX_ARENA(arena_site_ind[k]) | arena_tcache(&t->site_tcache[k]);
 }

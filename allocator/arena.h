@@ -47,14 +47,14 @@ int tm_arena_pinned_flags(unsigned tier);
  * created on first use; MALLOCX_TCACHE_NONE when t is NULL or creation fails. */
 int tm_arena_tcache_flags(struct tm_thread_s *t, unsigned tier);
 
-/* Site arenas (site.h): slot's arena, whose extents are whole chunks marked
- * with the slot, placed from `tier` down; created once per slot (0 or a
+/* Site arenas (site.h): arena k (< TM_SITE_ARENAS), whose extents are whole
+ * chunks marked k + 1, placed from `tier` down; created once (0 or a
  * positive errno, warned). _prefer changes the tier for its new chunks;
- * _flags are the MALLOCX flags of the slot's arena with t's own tcache for
+ * _flags are the MALLOCX flags of arena k with t's own tcache for
  * it (t READY). */
-int tm_arena_site_create(unsigned slot, unsigned tier);
-void tm_arena_site_prefer(unsigned slot, unsigned tier);
-int tm_arena_site_flags(struct tm_thread_s *t, unsigned slot);
+int tm_arena_site_create(unsigned k, unsigned tier);
+void tm_arena_site_prefer(unsigned k, unsigned tier);
+int tm_arena_site_flags(struct tm_thread_s *t, unsigned k);
 
 /* Destroys the thread's explicit tcaches; called at thread exit. */
 void tm_arena_thread_exit(struct tm_thread_s *t);

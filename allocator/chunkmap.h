@@ -39,7 +39,7 @@ typedef struct tm_chunk_s {
   _Atomic uint8_t flags;       /* reserved for reclaim and hotness */
   _Atomic uint16_t age;        /* hotness.h: when the chunk was last used, as it defines use */
   _Atomic uint16_t moved;      /* hotness clock when reclaim last moved it up or down */
-  _Atomic uint8_t site;        /* slot + 1 of the site arena whose chunk it is (site.h); 0: none */
+  _Atomic uint8_t site;        /* k + 1 of site arena k, whose chunk it is (site.h); 0: none */
 } tm_chunk_t;
 
 /* Bits of tm_chunk_t.flags. */
@@ -71,7 +71,7 @@ static inline tm_chunk_t *tm_chunk_of(const void *p)
   return tm_chunks + i * tm_chunks_per_range + (off >> TM_CHUNK_SHIFT);
 }
 
-/* Marks the chunks [p, p+size) touches as site arena `site`'s (slot + 1):
+/* Marks the chunks [p, p+size) touches as site arena `site` - 1's:
  * a site arena's carve, whole chunks that stay its own. */
 void tm_chunk_mark_site(const void *p, size_t size, uint8_t site);
 

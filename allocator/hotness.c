@@ -23,6 +23,7 @@ static struct {
   unsigned reads;   /* scans that read the bits since the source was chosen */
   _Atomic uint16_t read_tick;   /* the clock at the last scan that read them */
   _Atomic bool tracking;
+  _Atomic bool scanned;   /* the bits were cleared once: a reclaim thread reads them */
   uint64_t max_split;
   _Atomic uint64_t nsplit;
 } hn = { .source = HN_COMMIT_AGE };
@@ -139,6 +140,7 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   hn.last_ns = 0;
   tm_hotness_tick();   /* stamps from the start are of this clock, not of 0 */
   hn.reads = 0;
+  atomic_store_explicit(&hn.scanned, false, memory_order_relaxed);
   uint64_t ms = tm_option(TM_OPTION_HOTNESS_INTERVAL_MS)->num;
   hn.interval_ns = (ms < 100 ? 100 : ms) * 1000000ull;
   int want = (int)tm_option(TM_OPTION_HOTNESS)->num;
@@ -158,7 +160,8 @@ void tm_hotness_track(bool on)
 
 bool tm_hotness_tracking(void)
 {
-  return hn.source == HN_ACCESSED && atomic_load_explicit(&hn.tracking, memory_order_relaxed);
+  return hn.source == HN_ACCESSED && atomic_load_explicit(&hn.tracking, memory_order_relaxed) &&
+         atomic_load_explicit(&hn.scanned, memory_order_relaxed);
 }
 
 bool tm_hotness_split(tm_chunk_t *c)
@@ -244,6 +247,7 @@ bool tm_hotness_scan(bool busy)
     return false;
   }
   hn.reads += !first;
+  atomic_store_explicit(&hn.scanned, true, memory_order_relaxed);
   if (!first)
     atomic_store_explicit(&hn.read_tick, atomic_load_explicit(&tm_hotness_now, memory_order_relaxed),
                           memory_order_relaxed);

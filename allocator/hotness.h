@@ -108,7 +108,8 @@ void tm_hotness_init(const char *root, uint64_t max_split);
  * chunks placed before keep the commit age till placed again. */
 void tm_hotness_track(bool on);
 
-/* The accessed bits are the source and hotness is tracked now. */
+/* The accessed bits are the source, hotness is tracked now, and the bits
+ * were read or cleared once (a reclaim thread scans them). */
 bool tm_hotness_tracking(void);
 
 /* Placement, binding c as it places it: true when c should be bound even on

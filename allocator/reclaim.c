@@ -1033,9 +1033,10 @@ void tm_reclaim_stats(tier_stats_t *s)
   s->reclaim_cpu_ns = atomic_load_explicit(&rc_cpu_ns, memory_order_relaxed);
   s->pageout_available = rc.swap == 1;
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
-  unsigned apart, cold;
-  tm_site_counts(&s->site_samples, &apart, &cold);
+  unsigned apart, cold, tried;
+  tm_site_counts(&s->site_samples, &apart, &cold, &tried);
   s->sites_cold = cold;
+  s->sites_tried = tried;
   tm_site_info_t info[TM_SITE_SLOTS];
   s->sites_apart = tm_site_list(info, TM_SITE_SLOTS);
   for (unsigned k = 0; k < s->sites_apart; k++) {

@@ -23,23 +23,30 @@ typedef struct site_s {
   const void *frames[TM_SITE_FRAMES];   /* frames[0]: the call site, the key; NULL: a free entry */
   uint64_t sampled;                     /* bytes the samples stand for, halved at each verdict */
   uint32_t samples;                     /* halved likewise */
-  int slot;                             /* -1: none */
+  int trial;                            /* its trial's arena; SITE_UNTRIED, or SITE_TRIED (done) */
 } site_t;
 
-typedef struct slot_s {
-  int site;               /* its entry in the table */
-  bool cold;              /* the last verdict */
-  uint64_t hot, cold_bytes;
-} slot_t;
+#define SITE_UNTRIED (-1)
+#define SITE_TRIED (-2)
+
+/* A site's trial, in an arena of its own (arena k is trial k's). */
+enum { TRIAL_ROUTED = 1, TRIAL_COLD, TRIAL_SPENT };
+typedef struct trial_s {
+  const void *frames[TM_SITE_FRAMES];
+  int site;               /* its entry in the table while routed */
+  int state;
+  unsigned reads;         /* verdicts while the arena held memory */
+  uint64_t hot, cold;     /* bytes of the arena's hot and cold chunks at the last verdict */
+} trial_t;
 
 static struct {
   bool on;                /* TIERMALLOC_SITES, and more than one tier */
   uint64_t mean;          /* TIERMALLOC_SITE_SAMPLE */
-  pthread_mutex_t lock;   /* the table and the slots; sampling only tries it */
+  pthread_mutex_t lock;   /* the table and the trials; sampling only tries it */
   site_t table[TM_SITE_MAX];
-  slot_t slot[TM_SITE_SLOTS];
-  _Atomic(const void *) slot_ra[TM_SITE_SLOTS];
-  unsigned nslots;        /* slots 0..nslots-1 are in use (the reclaim thread adds them) */
+  trial_t trial[TM_SITE_ARENAS];
+  _Atomic(const void *) trial_ra[TM_SITE_ARENAS];   /* the routed site of each, or NULL */
+  unsigned ntrials;       /* arenas made (the reclaim thread adds them) */
   uint64_t samples;
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -53,7 +60,7 @@ void tm_site_init(unsigned ntiers)
   st.on = tm_option(TM_OPTION_SITES)->num != 0 && ntiers > 1;
   st.mean = tm_option(TM_OPTION_SITE_SAMPLE)->num;
   if (st.mean < 4096) st.mean = 4096;
-  for (unsigned i = 0; i < TM_SITE_MAX; i++) st.table[i] = (site_t){ .slot = -1 };
+  for (unsigned i = 0; i < TM_SITE_MAX; i++) st.table[i] = (site_t){ .trial = SITE_UNTRIED };
   /* libunwind's shared cache takes a lock a fork could leave held in the
    * child; each thread's own needs none. */
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
@@ -71,19 +78,19 @@ static uint64_t site_gap(tm_thread_t *t)
 }
 
 /* The entry of call site frames[0], made (in a free entry, or in place of
- * the least sampled one without a slot) if there is none; NULL when every
- * entry has a slot. Under the lock. */
+ * the least sampled one not on trial) if there is none; NULL when every
+ * entry is on trial. Under the lock. */
 static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
 {
   site_t *victim = NULL;
   for (unsigned i = 0; i < TM_SITE_MAX; i++) {
     site_t *s = &st.table[i];
     if (s->frames[0] == frames[0]) return s;
-    if (s->slot >= 0) continue;
+    if (s->trial >= 0) continue;
     if (!victim || (victim->frames[0] && (!s->frames[0] || s->sampled < victim->sampled))) victim = s;
   }
   if (victim) {
-    *victim = (site_t){ .slot = -1 };
+    *victim = (site_t){ .trial = SITE_UNTRIED };
     memcpy(victim->frames, frames, sizeof victim->frames);
   }
   return victim;
@@ -120,33 +127,35 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 
 int tm_site_flags(tm_thread_t *t, const void *ra)
 {
-  unsigned s = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE);
-  if (s == 0 || atomic_load_explicit(&st.slot_ra[s - 1], memory_order_relaxed) != ra) return 0;
-  return tm_arena_site_flags(t, s - 1);
+  unsigned k = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE);
+  if (k == 0 || atomic_load_explicit(&st.trial_ra[k - 1], memory_order_relaxed) != ra) return 0;
+  return tm_arena_site_flags(t, k - 1);
 }
 
-/* Bytes of each slot's chunks the accessed bits call hot, and cold. */
-static void site_measure(uint64_t hot[TM_SITE_SLOTS], uint64_t cold[TM_SITE_SLOTS])
+/* Bytes of each site arena's chunks in all, and those the accessed bits call
+ * hot, and cold. */
+static void site_measure(uint64_t all[], uint64_t hot[], uint64_t cold[])
 {
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      unsigned s = atomic_load_explicit(&c->site, memory_order_relaxed);
-      uint64_t bytes = s ? tm_chunk_bytes(c) : 0;
+      unsigned k = atomic_load_explicit(&c->site, memory_order_relaxed);
+      uint64_t bytes = k ? tm_chunk_bytes(c) : 0;
       if (bytes == 0) continue;
-      if (tm_hotness_hot(c)) hot[s - 1] += bytes;
-      else if (tm_hotness_cold(c)) cold[s - 1] += bytes;
+      all[k - 1] += bytes;
+      if (tm_hotness_hot(c)) hot[k - 1] += bytes;
+      else if (tm_hotness_cold(c)) cold[k - 1] += bytes;
     }
 }
 
-/* The unslotted site sampled most, with TM_SITE_MIN_SAMPLES samples or more
- * and a routing filter entry free; -1 if none. Under the lock. */
+/* The untried site sampled most, with TM_SITE_MIN_SAMPLES samples or more
+ * and its routing filter entry free; -1 if none. Under the lock. */
 static int site_candidate(void)
 {
   int best = -1;
   for (int i = 0; i < TM_SITE_MAX; i++) {
     const site_t *s = &st.table[i];
-    if (!s->frames[0] || s->slot >= 0 || s->samples < TM_SITE_MIN_SAMPLES ||
+    if (!s->frames[0] || s->trial != SITE_UNTRIED || s->samples < TM_SITE_MIN_SAMPLES ||
         __atomic_load_n(&tm_site_filter[tm_site_hash(s->frames[0])], __ATOMIC_RELAXED))
       continue;
     if (best < 0 || s->sampled > st.table[best].sampled) best = i;
@@ -154,48 +163,77 @@ static int site_candidate(void)
   return best;
 }
 
+/* Trials routed now (on trial, or cold). Under the lock. */
+static unsigned site_routed(void)
+{
+  unsigned n = 0;
+  for (unsigned k = 0; k < st.ntrials; k++) n += st.trial[k].state != TRIAL_SPENT;
+  return n;
+}
+
+/* Ends trial k: its site's calls go back to the automatic arenas (the
+ * arena keeps what the site allocated there till it is freed). Under the
+ * lock. */
+static void site_spend(unsigned k)
+{
+  trial_t *tr = &st.trial[k];
+  unsigned h = tm_site_hash(tr->frames[0]);
+  if (__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) == k + 1)
+    __atomic_store_n(&tm_site_filter[h], 0, __ATOMIC_RELAXED);
+  atomic_store_explicit(&st.trial_ra[k], NULL, memory_order_relaxed);
+  tm_arena_site_prefer(k, 0);
+  if (tr->site >= 0 && st.table[tr->site].frames[0] == tr->frames[0]) st.table[tr->site].trial = SITE_TRIED;
+  tr->site = -1;
+  tr->state = TRIAL_SPENT;
+}
+
 void tm_site_evaluate(void)
 {
   if (!site_active()) return;
-  uint64_t hot[TM_SITE_SLOTS] = { 0 }, cold[TM_SITE_SLOTS] = { 0 };
-  if (st.nslots) site_measure(hot, cold);
+  uint64_t all[TM_SITE_ARENAS] = { 0 }, hot[TM_SITE_ARENAS] = { 0 }, cold[TM_SITE_ARENAS] = { 0 };
+  if (st.ntrials) site_measure(all, hot, cold);
   pthread_mutex_lock(&st.lock);
-  for (unsigned k = 0; k < st.nslots; k++) {
-    slot_t *sl = &st.slot[k];
-    sl->hot = hot[k];
-    sl->cold_bytes = cold[k];
-    if (!sl->cold && cold[k] >= 2 * TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k]) {
-      sl->cold = true;
+  for (unsigned k = 0; k < st.ntrials; k++) {
+    trial_t *tr = &st.trial[k];
+    if (tr->state == TRIAL_SPENT) continue;
+    tr->hot = hot[k];
+    tr->cold = cold[k];
+    bool is_cold = cold[k] >= 2 * TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k];
+    if (tr->state == TRIAL_ROUTED && is_cold) {
+      tr->state = TRIAL_COLD;
       tm_arena_site_prefer(k, 1);
-    } else if (sl->cold && hot[k] > cold[k]) {
-      sl->cold = false;
-      tm_arena_site_prefer(k, 0);
+    } else if (tr->state == TRIAL_ROUTED) {
+      tr->reads += all[k] != 0;
+      if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */
+    } else if (hot[k] > cold[k]) {
+      site_spend(k);   /* cold no more */
     }
   }
-  int pick = st.nslots < TM_SITE_SLOTS ? site_candidate() : -1;
-  if (pick >= 0) st.table[pick].slot = (int)st.nslots;   /* kept from eviction meanwhile */
+  int pick = site_routed() < TM_SITE_SLOTS && st.ntrials < TM_SITE_ARENAS ? site_candidate() : -1;
+  if (pick >= 0) st.table[pick].trial = (int)st.ntrials;   /* kept from eviction meanwhile */
   for (unsigned i = 0; i < TM_SITE_MAX; i++) {
     st.table[i].sampled -= st.table[i].sampled / 2;
     st.table[i].samples -= st.table[i].samples / 2;
   }
   pthread_mutex_unlock(&st.lock);
   if (pick < 0) return;
-  /* One slot a verdict; its arena made outside the lock (jemalloc's own
+  /* One trial a verdict; its arena made outside the lock (jemalloc's own
    * locks), and only then published to the allocation paths. */
-  unsigned k = st.nslots;
+  unsigned k = st.ntrials;
   const void *ra = st.table[pick].frames[0];
   if (tm_arena_site_create(k, 0) != 0) {
     pthread_mutex_lock(&st.lock);
-    st.table[pick].slot = -1;
+    st.table[pick].trial = SITE_TRIED;
     st.on = false;   /* said once (arena.c); no more tries */
     pthread_mutex_unlock(&st.lock);
     return;
   }
   pthread_mutex_lock(&st.lock);
-  st.slot[k] = (slot_t){ .site = pick };
-  st.nslots = k + 1;
+  st.trial[k] = (trial_t){ .site = pick, .state = TRIAL_ROUTED };
+  memcpy(st.trial[k].frames, st.table[pick].frames, sizeof st.trial[k].frames);
+  st.ntrials = k + 1;
   pthread_mutex_unlock(&st.lock);
-  atomic_store_explicit(&st.slot_ra[k], ra, memory_order_relaxed);
+  atomic_store_explicit(&st.trial_ra[k], ra, memory_order_relaxed);
   __atomic_store_n(&tm_site_filter[tm_site_hash(ra)], (uint8_t)(k + 1), __ATOMIC_RELEASE);
   __atomic_store_n(&tm_site_routing, 1, __ATOMIC_RELAXED);
 }
@@ -204,24 +242,26 @@ unsigned tm_site_list(tm_site_info_t *out, unsigned n)
 {
   pthread_mutex_lock(&st.lock);
   unsigned m = 0;
-  for (unsigned k = 0; k < st.nslots && m < n; k++, m++) {
-    const site_t *s = &st.table[st.slot[k].site];
-    out[m] = (tm_site_info_t){ .sampled = s->sampled, .hot = st.slot[k].hot,
-                               .cold = st.slot[k].cold_bytes, .slot = (int)k,
-                               .cold_verdict = st.slot[k].cold };
-    memcpy(out[m].frames, s->frames, sizeof out[m].frames);
+  for (unsigned k = 0; k < st.ntrials && m < n; k++) {
+    const trial_t *tr = &st.trial[k];
+    if (tr->state == TRIAL_SPENT) continue;
+    out[m] = (tm_site_info_t){ .sampled = tr->site >= 0 ? st.table[tr->site].sampled : 0, .hot = tr->hot,
+                               .cold = tr->cold, .arena = (int)k, .cold_verdict = tr->state == TRIAL_COLD };
+    memcpy(out[m].frames, tr->frames, sizeof out[m].frames);
+    m++;
   }
   pthread_mutex_unlock(&st.lock);
   return m;
 }
 
-void tm_site_counts(uint64_t *samples, unsigned *slotted, unsigned *cold)
+void tm_site_counts(uint64_t *samples, unsigned *routed, unsigned *cold, unsigned *tried)
 {
   pthread_mutex_lock(&st.lock);
   *samples = st.samples;
-  *slotted = st.nslots;
+  *routed = site_routed();
+  *tried = st.ntrials;
   *cold = 0;
-  for (unsigned k = 0; k < st.nslots; k++) *cold += st.slot[k].cold;
+  for (unsigned k = 0; k < st.ntrials; k++) *cold += st.trial[k].state == TRIAL_COLD;
   pthread_mutex_unlock(&st.lock);
 }
 

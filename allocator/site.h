@@ -1,38 +1,41 @@
 /*
  * site: allocation-site placement (TIERMALLOC_SITES), with the accessed bits
- * as the hotness source and while hotness is tracked (a budget makes
- * placement matter; hotness.h).
+ * as the hotness source, while hotness is tracked (a budget makes placement
+ * matter) and a reclaim thread reads the bits (hotness.h).
  *
  *   sampling     each thread samples one allocation of about every
  *                SITE_SAMPLE bytes it asks for (a countdown in the
  *                thread's record: one subtract on the fast path) and
- *                records its site: the return address of the
- *                malloc, calloc or operator new call, the routing key, with a
- *                few frames unwound by libunwind to name it in the report.
- *                The table is bounded (TM_SITE_MAX); a new site replaces the
- *                one with the fewest sampled bytes that has no slot; sampled
- *                bytes halve at each verdict, so old sites fade.
- *   segregation  a site sampled TM_SITE_MIN_SAMPLES times gets one of
- *                TM_SITE_SLOTS slots while one is free: an arena whose
- *                extents are whole chunks of its own (tm_chunk_t.site), so
- *                its memory shares no chunk with another site's and the
- *                accessed bits measure it apart. From then on the site's
- *                allocations go to that arena, through a tcache of the
+ *                records its site: the return address of the malloc,
+ *                calloc or operator new call, the routing key, with a few
+ *                frames unwound by libunwind to name it in the stats. The
+ *                table is bounded (TM_SITE_MAX); a new site replaces the one
+ *                with the fewest sampled bytes not on trial; sampled bytes
+ *                halve at each verdict, so old sites fade.
+ *   trial        the untried site sampled most (TM_SITE_MIN_SAMPLES samples
+ *                or more) is put on trial, one a verdict, up to
+ *                TM_SITE_SLOTS at once and TM_SITE_ARENAS in the process's
+ *                life: an arena of its own whose extents are whole chunks
+ *                (tm_chunk_t.site), so its memory shares no chunk with
+ *                another site's and the accessed bits measure it apart.
+ *                Its allocations go to that arena, through a tcache of the
  *                thread's own.
- *   verdict      after each scan that read the bits: a slot whose cold
- *                chunks hold at least TM_SITE_COLD_RATIO times the bytes of
- *                its hot ones (and two chunks or more) is cold, and the
- *                arena's new chunks are placed from tier 1 down: the site's
- *                new memory goes below with no migration, and reclaim demotes
- *                its old memory as it does any cold chunk. A cold slot whose
- *                hot chunks come to hold more than its cold ones is hot
- *                again: new chunks go to the top first.
+ *   verdict      after each scan that read the bits: a site on trial whose
+ *                cold chunks hold at least TM_SITE_COLD_RATIO times the
+ *                bytes of its hot ones (and two chunks or more) is cold, and
+ *                the arena's new chunks are placed from tier 1 down: the
+ *                site's new memory goes below with no migration, and reclaim
+ *                demotes its old memory as it does any cold chunk. A site
+ *                not found cold within TM_SITE_TRIAL verdicts (counted while
+ *                its arena holds memory), or cold no more (its hot chunks
+ *                hold more than its cold ones), goes back to the automatic
+ *                arenas: the fast path again, no routing cost. It is not
+ *                tried again while its entry lives.
  *
  * Not done: realloc and aligned allocations are neither sampled nor routed;
  * a site is one return address, so a malloc wrapper is one site for all its
  * callers; a block freed goes to the freeing thread's own tcache, which can
- * hand it to another site's allocation of the same size. Slots are not given
- * back (a bounded cost: TM_SITE_SLOTS arenas).
+ * hand it to another site's allocation of the same size.
  */
 #ifndef TM_SITE_H
 #define TM_SITE_H
@@ -47,20 +50,22 @@
 
 #define TM_SITE_MAX 256        /* sites in the table */
 #define TM_SITE_FRAMES 4       /* frames kept per site, for the report */
-#define TM_SITE_MIN_SAMPLES 4  /* samples before a site gets a slot */
+#define TM_SITE_MIN_SAMPLES 4  /* samples before a site is put on trial */
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
+#define TM_SITE_TRIAL 6        /* verdicts a site stays on trial without being found cold */
+#define TM_SITE_SLOTS 8        /* sites routed at once (on trial, or cold) */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
 
 _Static_assert(TM_SITE_SLOTS == TIER_STATS_SITES && TM_SITE_FRAMES == TIER_STATS_SITE_FRAMES,
-               "the stats show every slot, every frame");
+               "the stats show every site routed, every frame");
 
-/* Set once some site has a slot: allocations look their site up. Written
+/* Set once some site is routed: allocations look their site up. Written
  * once (0 to 1) by the reclaim thread; read with relaxed loads. Hidden,
  * so the fast path reaches both directly, not through the GOT: its test is
  * one compare with memory. */
 extern uint8_t tm_site_routing __attribute__((visibility("hidden")));
 
-/* Per return-address hash: the slot + 1 of a site that may have it, 0 none. */
+/* Per return-address hash: the arena + 1 of a routed site that may have it, 0 none. */
 extern uint8_t tm_site_filter[TM_SITE_FILTER] __attribute__((visibility("hidden")));
 
 static inline unsigned tm_site_hash(const void *ra)
@@ -87,15 +92,16 @@ static inline bool tm_site_routed(const void *ra)
 /* Options and state; after the options and hotness are initialised. */
 void tm_site_init(unsigned ntiers);
 
-/* MALLOCX flags of the slot of the site `ra`, with the thread's tcache for
- * it; 0 when the site has none (a plain malloc then). Off the fast path. */
+/* MALLOCX flags of the arena of the site `ra` if it is routed, with the
+ * thread's tcache for it; 0 otherwise (a plain malloc then). Off the fast
+ * path. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
 /* Records a sample of `size` bytes at `ra` and sets t's countdown to the next.
  * Never blocks: a sample that would wait for the table is dropped. */
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
 
-/* After a scan that read the accessed bits (the reclaim thread): slots for
+/* After a scan that read the accessed bits (the reclaim thread): trials for
  * sites sampled enough, verdicts, decay. */
 void tm_site_evaluate(void);
 
@@ -103,16 +109,16 @@ void tm_site_evaluate(void);
 typedef struct tm_site_info_s {
   const void *frames[TM_SITE_FRAMES];   /* frames[0] is the call site */
   uint64_t sampled;                     /* bytes sampled (decayed) */
-  uint64_t hot, cold;                   /* bytes of the slot's hot and cold chunks, last verdict */
-  int slot;                             /* -1: none */
+  uint64_t hot, cold;                   /* bytes of its arena's hot and cold chunks, last verdict */
+  int arena;                            /* its trial's site arena */
   bool cold_verdict;
 } tm_site_info_t;
 
-/* The sites with a slot, up to n; returns how many. */
+/* The sites routed now (on trial, or cold), up to n; returns how many. */
 unsigned tm_site_list(tm_site_info_t *out, unsigned n);
 
-/* Samples taken, and sites that have a slot and are cold now. */
-void tm_site_counts(uint64_t *samples, unsigned *slotted, unsigned *cold);
+/* Samples taken; sites routed now, and cold now; trials so far. */
+void tm_site_counts(uint64_t *samples, unsigned *routed, unsigned *cold, unsigned *tried);
 
 /* Fork (fork.c): the table's lock. */
 void tm_site_prefork(void);

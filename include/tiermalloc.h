@@ -111,14 +111,15 @@ int tier_unpin(const void *p, size_t len);
  * program built against version 4 still reads those. */
 #define TIER_STATS_SITE_FIELDS(X)                                              \
   X(site_samples, count, "allocations sampled for their call site (malloc, calloc, operator new)") \
-  X(sites_apart,  count, "call sites given chunks of their own, so the accessed bits measure their memory apart (8 at most)") \
-  X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down")
+  X(sites_apart,  count, "call sites whose allocations go to chunks of their own now, on trial or cold (8 at most)") \
+  X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down") \
+  X(sites_tried,  count, "sites put on trial so far (16 at most): one not found cold goes back to the shared chunks")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
-#define TIER_STATS_SITES 8         /* sites given chunks of their own, at most */
+#define TIER_STATS_SITES 8         /* sites routed to chunks of their own at once, at most */
 #define TIER_STATS_SITE_FRAMES 4
 
-/* A call site given chunks of its own (TIERMALLOC_SITES). */
+/* A call site routed to chunks of its own (TIERMALLOC_SITES). */
 typedef struct tier_stats_site_s {
   uint64_t frames[TIER_STATS_SITE_FRAMES]; /* return addresses: [0] the call of malloc, calloc or
                                               operator new, then its callers (libunwind); 0: none */

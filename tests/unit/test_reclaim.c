@@ -1117,8 +1117,8 @@ Test(reclaim, sampling_is_by_bytes_with_the_gap_within_half_the_mean)
     cr_assert(t.site_left >= 2048 && t.site_left <= 6144, "gap %lld", (long long)t.site_left);
   }
   uint64_t samples;
-  unsigned apart, cold;
-  tm_site_counts(&samples, &apart, &cold);
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(samples, 201);
   cr_expect_eq(apart, 0, "no verdict yet");
 }
@@ -1132,8 +1132,8 @@ Test(reclaim, sampling_waits_while_sites_are_inactive)
   tm_site_sample(&t, (const void *)0x1000, 16);
   cr_expect_eq(t.site_left, (int64_t)64 << 20, "looks again after 64 MiB");
   uint64_t samples;
-  unsigned apart, cold;
-  tm_site_counts(&samples, &apart, &cold);
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(samples, 0);
 }
 
@@ -1146,14 +1146,14 @@ Test(reclaim, the_table_is_bounded_and_keeps_the_most_sampled_sites)
   rt_sample(&t, 0xb000, TM_SITE_MIN_SAMPLES - 1, 16); /* one sampled too seldom */
   tm_site_evaluate();
   tm_site_info_t info[TM_SITE_SLOTS];
-  cr_assert_eq(tm_site_list(info, TM_SITE_SLOTS), 1, "one slot a verdict");
+  cr_assert_eq(tm_site_list(info, TM_SITE_SLOTS), 1, "one trial a verdict");
   cr_expect_eq(info[0].frames[0], (const void *)0xa000, "the most sampled site survived eviction");
   tm_site_evaluate();
   cr_expect_eq(tm_site_list(info, TM_SITE_SLOTS), 1, "no other site was sampled enough");
   tm_arena_thread_exit(&t);
 }
 
-/* A slot for call site 0xa000; returns its MALLOCX flags. */
+/* A trial for call site 0xa000; returns its MALLOCX flags. */
 static int rt_site_slot(tm_thread_t *t)
 {
   rt_sample(t, 0xa000, TM_SITE_MIN_SAMPLES, 16);
@@ -1165,7 +1165,7 @@ static int rt_site_slot(tm_thread_t *t)
   return flags;
 }
 
-Test(reclaim, a_site_with_a_slot_is_routed_to_chunks_of_its_own)
+Test(reclaim, a_site_on_trial_is_routed_to_chunks_of_its_own)
 {
   tm_thread_t t = rt_site_env();
   int flags = rt_site_slot(&t);
@@ -1182,7 +1182,32 @@ Test(reclaim, a_site_with_a_slot_is_routed_to_chunks_of_its_own)
   tm_arena_thread_exit(&t);
 }
 
-Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_and_back_when_hot)
+Test(reclaim, a_site_not_found_cold_on_trial_goes_back_to_the_shared_arenas)
+{
+  tm_thread_t t = rt_site_env();
+  int flags = rt_site_slot(&t);
+  void *p = tmje_mallocx(TM_CHUNK_SIZE, flags);
+  cr_assert_not_null(p);
+  for (int i = 0; i < TM_SITE_TRIAL; i++) {
+    cr_expect_neq(tm_site_flags(&t, (const void *)0xa000), 0, "routed at verdict %d", i);
+    rt_heat_all(true);
+    tm_site_evaluate();
+  }
+  cr_expect_eq(tm_site_flags(&t, (const void *)0xa000), 0, "not routed after %d verdicts hot", TM_SITE_TRIAL);
+  uint64_t samples;
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
+  cr_expect_eq(apart, 0);
+  cr_expect_eq(tried, 1);
+  rt_sample(&t, 0xa000, 2 * TM_SITE_MIN_SAMPLES, 16);
+  tm_site_evaluate();
+  tm_site_counts(&samples, &apart, &cold, &tried);
+  cr_expect_eq(tried, 1, "not tried again while its entry lives");
+  tmje_dallocx(p, flags);
+  tm_arena_thread_exit(&t);
+}
+
+Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is_hot)
 {
   tm_thread_t t = rt_site_env();
   int flags = rt_site_slot(&t);
@@ -1196,24 +1221,25 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_and_back_w
   int moves = rt.moves;
   tm_site_evaluate();
   uint64_t samples;
-  unsigned apart, cold;
-  tm_site_counts(&samples, &apart, &cold);
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(cold, 1, "3 cold chunks, none hot: cold");
   void *n = tmje_mallocx(TM_CHUNK_SIZE, flags);
   cr_assert_not_null(n);
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(n)), 1, "new memory placed below");
   cr_expect_eq(rt.moves, moves, "without a migration");
-  rt_heat_all(true);
-  tm_site_evaluate();
-  tm_site_counts(&samples, &apart, &cold);
-  cr_expect_eq(cold, 0, "hot again");
-  void *m = tmje_mallocx(TM_CHUNK_SIZE, flags);
-  cr_assert_not_null(m);
-  cr_expect_eq(tm_chunk_tier(tm_chunk_of(m)), 0, "new memory on top again");
   tm_site_info_t info;
   cr_assert_eq(tm_site_list(&info, 1), 1);
-  cr_expect_geq(info.hot, 8 * MiB, "the slot's hot bytes as last measured: %llu", (unsigned long long)info.hot);
-  cr_expect_eq(info.cold, 0);
+  cr_expect(info.cold_verdict);
+  cr_expect_geq(info.cold, 6 * MiB, "its cold bytes as last measured: %llu", (unsigned long long)info.cold);
+  rt_heat_all(true);
+  tm_site_evaluate();
+  tm_site_counts(&samples, &apart, &cold, &tried);
+  cr_expect_eq(cold, 0, "hot again");
+  cr_expect_eq(tm_site_flags(&t, (const void *)0xa000), 0, "back to the shared arenas");
+  void *m = tmje_mallocx(TM_CHUNK_SIZE, flags);
+  cr_assert_not_null(m);
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(m)), 0, "what its arena still places goes on top again");
   for (int i = 0; i < 3; i++) tmje_dallocx(p[i], flags);
   tmje_dallocx(n, flags);
   tmje_dallocx(m, flags);

@@ -56,7 +56,7 @@ Test(stats_format, json_has_every_field_once)
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
     "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
-    "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0,\"sites\":[]}\n");
+    "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0,\"sites_tried\":0,\"sites\":[]}\n");
 }
 
 Test(stats_format, text_is_a_table_with_units)
