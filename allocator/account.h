@@ -49,7 +49,7 @@ typedef struct tm_thread_s {
   unsigned free_run;           /* tier of the open free run, or TM_NO_RUN (never OTHER) */
   int state;
   const uint64_t *allocp;      /* jemalloc's thread.allocatedp */
-  int64_t site_left;           /* bytes to allocate before the next sample (site.h); < 0: due */
+  uint64_t site_left;          /* bytes to ask for before the next sample (site.h) */
   const uint64_t *deallocp;    /* jemalloc's thread.deallocatedp */
   uint64_t alloc_seen;         /* *allocp when the open run began */
   uint64_t freed_seen;

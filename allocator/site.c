@@ -11,11 +11,6 @@
 #include "options.h"
 #include "range.h"
 
-/* Bytes a thread allocates between two looks while sites are inactive (no
- * budget, or not the accessed bits): sampling resumes within that much once
- * they are active. */
-#define SITE_IDLE ((uint64_t)64 << 20)
-
 uint8_t tm_site_routing;
 uint8_t tm_site_filter[TM_SITE_FILTER];
 
@@ -98,9 +93,12 @@ static site_t *site_entry(const void *const frames[TM_SITE_FRAMES])
 
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 {
-  t->site_left = INT64_MAX;   /* no sample nested in this one (libunwind may allocate) */
+  t->site_left = TM_SITE_DUE / 2;   /* no sample nested in this one (libunwind may allocate) */
   if (!site_active()) {
-    t->site_left = (int64_t)SITE_IDLE;
+    /* Inactive (no budget, not the accessed bits, or no reclaim thread reads
+     * them yet): no sample, but a look again after as many bytes, which
+     * costs a call and a few loads. */
+    t->site_left = site_gap(t);
     return;
   }
   /* Unwound before the lock: libunwind takes the loader's lock, which a
@@ -122,7 +120,7 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
     st.samples++;
     pthread_mutex_unlock(&st.lock);
   }
-  t->site_left = (int64_t)site_gap(t);
+  t->site_left = site_gap(t);
 }
 
 int tm_site_flags(tm_thread_t *t, const void *ra)

@@ -73,12 +73,21 @@ static inline unsigned tm_site_hash(const void *ra)
   return (unsigned)(((uintptr_t)ra * 0x9e3779b97f4a7c15ull) >> (64 - 10)) & (TM_SITE_FILTER - 1);
 }
 
-/* Counts `size` bytes allocated by t; true when a sample is due. On the fast
- * path, a subtract from memory and a sign test. A new thread's 0 makes its
- * first call sample, which sets the first gap. */
+/* Counts `size` bytes asked for by t; true when a sample is due (the count
+ * went below 0; any size, however large, counts). On the fast path, a
+ * subtract and a carry test. A new thread's 0 makes its first call sample,
+ * which sets the first gap. */
 static inline bool tm_site_count(tm_thread_t *t, size_t size)
 {
-  return (t->site_left -= (int64_t)size) < 0;
+  return __builtin_sub_overflow(t->site_left, (uint64_t)size, &t->site_left);
+}
+
+/* On the slow path, after tm_site_count: the count went below 0 (it wrapped
+ * to TM_SITE_DUE or above; gaps are far below it). */
+#define TM_SITE_DUE ((uint64_t)1 << 63)
+static inline bool tm_site_due(const tm_thread_t *t)
+{
+  return t->site_left >= TM_SITE_DUE;
 }
 
 /* The call at ra may be a routed site's: false at once while no site is;

@@ -64,7 +64,7 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
     errno = ENOMEM;
     return NULL;
   }
-  bool due = t->site_left < 0;   /* counted on the way here */
+  bool due = tm_site_due(t);   /* counted on the fast path, before it came here */
   int flags = tm_site_routed(ra) ? tm_site_flags(t, ra) : 0;
   void *p;
   if (flags) {
