@@ -132,6 +132,17 @@ static bool hn_accessed_available(void)
          hn_path(path, "smaps") == 0 && access(path, R_OK) == 0;
 }
 
+/* The highest node id this kernel can never have (os.h), or -1. */
+static int hn_marker_node(void)
+{
+  char path[TM_KFILE_PATH_MAX];
+  tm_nodemask_t possible;
+  if (tm_kfile_path(path, hn.root, "/sys/devices/system/node", NULL, -1, "possible") ||
+      tm_kfile_read_nodelist(path, &possible))
+    return -1;
+  return tm_nodemask_test(&possible, TIER_MAX_NODES - 1) ? -1 : TIER_MAX_NODES - 1;
+}
+
 void tm_hotness_init(const char *root, uint64_t max_split)
 {
   strncpy(hn.root, root, sizeof hn.root - 1);
@@ -150,7 +161,7 @@ void tm_hotness_init(const char *root, uint64_t max_split)
             "using the commit age");
     hn.source = HN_COMMIT_AGE;
   }
-  tm_os_split_chunks(hn.source == HN_ACCESSED);
+  tm_os_split_chunks(hn.source == HN_ACCESSED, hn_marker_node());
 }
 
 void tm_hotness_track(bool on)
@@ -184,8 +195,8 @@ static bool hn_vma(const char *line, uint64_t *lo, uint64_t *hi)
   return sp && tm_text_parse_hex(line, dash, lo) == 0 && tm_text_parse_hex(dash + 1, sp, hi) == 0;
 }
 
-/* Touches each chunk that is a VMA of its own with a page referenced. false
- * when smaps cannot be read or has no Referenced: field. */
+/* Touches each chunk that is a VMA of its own (os.h) with a page
+ * referenced. false when smaps cannot be read or has no Referenced: field. */
 static bool hn_read_referenced(void)
 {
   char path[TM_KFILE_PATH_MAX], line[256];
@@ -233,11 +244,13 @@ static bool hn_clear(void)
   return ok;
 }
 
-bool tm_hotness_scan(bool busy)
+bool tm_hotness_scan(tm_scan_pace_t pace)
 {
   if (hn.source != HN_ACCESSED) return false;
   uint64_t now = hn_now_ns();
-  if (hn.last_ns && now - hn.last_ns < (busy ? 2 : 1) * hn.interval_ns) return false;
+  uint64_t gap = pace == TM_SCAN_SOON ? TM_HOTNESS_SOON_MS * 1000000ull
+                                      : (pace == TM_SCAN_BUSY ? 2 : 1) * hn.interval_ns;
+  if (hn.last_ns && now - hn.last_ns < gap) return false;
   bool first = hn.last_ns == 0;
   hn.last_ns = now;
   if ((!first && !hn_read_referenced()) || !hn_clear()) {

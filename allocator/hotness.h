@@ -118,13 +118,21 @@ bool tm_hotness_tracking(void);
  * are. */
 bool tm_hotness_split(tm_chunk_t *c);
 
-/* The reclaim thread, after each full pass: with the accessed source, once
- * an interval, makes every chunk with a page accessed since the last scan
- * young and clears the bits again. busy: the pass had a limit to bring back;
- * the scan (a walk of the whole process's page tables) then waits, up to a
- * second interval, so it does not delay the next pass. A source that fails
- * (clear_refs refused, smaps without Referenced:) is said once and replaced
- * by the commit age. Returns true when it scanned. */
-bool tm_hotness_scan(bool busy);
+/* How soon tm_hotness_scan reads the bits again. */
+typedef enum tm_scan_pace_e {
+  TM_SCAN_DUE = 0,   /* once an interval */
+  TM_SCAN_BUSY,      /* the pass had a limit to bring back: the scan (a walk of the
+                        whole process's page tables) waits up to a second interval,
+                        so it does not delay the next pass */
+  TM_SCAN_SOON,      /* demotion waits for a read: TM_HOTNESS_SOON_MS after the last */
+} tm_scan_pace_t;
+#define TM_HOTNESS_SOON_MS 100
+
+/* The reclaim thread, after each full pass: with the accessed source, at
+ * `pace`, makes every chunk with a page accessed since the last scan young
+ * and clears the bits again. A source that fails (clear_refs refused, smaps
+ * without Referenced:) is said once and replaced by the commit age. Returns
+ * true when it scanned. */
+bool tm_hotness_scan(tm_scan_pace_t pace);
 
 #endif

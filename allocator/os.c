@@ -37,25 +37,35 @@ static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, u
 #endif
 
 static bool os_split;
+static int os_marker = -1;
 
-void tm_os_split_chunks(bool on)
+void tm_os_split_chunks(bool on, int marker)
 {
   os_split = on;
+  os_marker = marker;
 }
 
+/* Chunk-sized binds while splitting (os.h): static, and on even chunks the
+ * marker node too. A range-wide bind keeps the plain policy. */
 static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
                      unsigned flags)
 {
-  int mode_flags = os_split && ((uintptr_t)p >> 21 & 1) ? MPOL_F_STATIC_NODES : 0;
+  bool chunk = os_split && size == (size_t)1 << 21;
+  int mode_flags = chunk ? MPOL_F_STATIC_NODES : 0;
+  tm_nodemask_t marked, one = {{0}};
+  tm_nodemask_set(&one, first_node);
+  if (chunk && !((uintptr_t)p >> 21 & 1) && os_marker >= 0) {
+    marked = *nodes;
+    tm_nodemask_set(&marked, os_marker);
+    tm_nodemask_set(&one, os_marker);
+    nodes = &marked;
+  }
   /* The kernel reads maxnode-1 bits; one more than our mask holds. */
   int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)nodes->w,
                      TIER_MAX_NODES + 1, flags);
-  if (err == EINVAL) {
-    tm_nodemask_t one = {{0}};
-    tm_nodemask_set(&one, first_node);
+  if (err == EINVAL)   /* before 5.15: no MPOL_PREFERRED_MANY */
     err = os_mbind(p, size, MPOL_PREFERRED | mode_flags, (const unsigned long *)one.w,
                    TIER_MAX_NODES + 1, flags);
-  }
   return err;
 }
 

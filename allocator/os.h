@@ -54,11 +54,15 @@ typedef struct tm_os_s {
 /* The real primitives. */
 extern const tm_os_t tm_os_linux;
 
-/* While on, tm_os_linux's bind and move give each 2 MiB chunk of odd index
- * MPOL_F_STATIC_NODES: the same placement (it differs only when the cpuset's
- * allowed nodes change), but a policy the kernel does not merge with its
- * neighbours', so each chunk bound is a VMA of its own: the kernel reports
- * accessed pages per VMA (hotness.h). Set once at start-up. */
-void tm_os_split_chunks(bool on);
+/* While on, each 2 MiB chunk tm_os_linux binds or moves gets a policy the
+ * kernel merges neither with the range's nor with its neighbours', so each
+ * chunk bound is a VMA of its own: the kernel reports accessed pages per VMA
+ * (hotness.h). Chunks get MPOL_F_STATIC_NODES (the same placement; it differs
+ * only when the cpuset's allowed nodes change), and even chunks also the
+ * marker node in their mask: a node that cannot exist (not in the kernel's
+ * possible nodes), which the kernel drops from the placement but keeps in the
+ * policy it compares. Without a marker (-1) an even chunk bound to its home
+ * tier merges with the unbound chunks around it. Set once at start-up. */
+void tm_os_split_chunks(bool on, int marker);
 
 #endif

@@ -41,6 +41,7 @@ static struct {
   site_t table[TM_SITE_MAX];
   trial_t trial[TM_SITE_ARENAS];
   _Atomic(const void *) trial_ra[TM_SITE_ARENAS];   /* the routed site of each, or NULL */
+  _Atomic bool trial_cold[TM_SITE_ARENAS];          /* found cold: every call routed */
   unsigned ntrials;       /* arenas made (the reclaim thread adds them) */
   uint64_t samples;
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -61,15 +62,20 @@ void tm_site_init(unsigned ntiers)
   unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
 }
 
-/* The thread's next gap between samples: uniform in [mean/2, 3 mean/2]. */
-static uint64_t site_gap(tm_thread_t *t)
+/* The thread's next pseudo-random number (xorshift32). */
+static uint32_t site_rand(tm_thread_t *t)
 {
   uint32_t x = t->site_rand ? t->site_rand : (uint32_t)((uintptr_t)t >> 4) | 1u;
   x ^= x << 13;
   x ^= x >> 17;
   x ^= x << 5;
-  t->site_rand = x;
-  return st.mean / 2 + (uint64_t)x % (st.mean + 1);
+  return t->site_rand = x;
+}
+
+/* The thread's next gap between samples: uniform in [mean/2, 3 mean/2]. */
+static uint64_t site_gap(tm_thread_t *t)
+{
+  return st.mean / 2 + (uint64_t)site_rand(t) % (st.mean + 1);
 }
 
 /* The entry of call site frames[0], made (in a free entry, or in place of
@@ -127,6 +133,13 @@ int tm_site_flags(tm_thread_t *t, const void *ra)
 {
   unsigned k = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE);
   if (k == 0 || atomic_load_explicit(&st.trial_ra[k - 1], memory_order_relaxed) != ra) return 0;
+  /* Drawn, not counted: a count shared by the sites a thread calls, or one
+   * of a site's own, can stay out of phase with a program's calls (one hot
+   * block then five cold ones) and never route a site, or route only its
+   * calls of one kind. */
+  if (!atomic_load_explicit(&st.trial_cold[k - 1], memory_order_relaxed) &&
+      (site_rand(t) >> 8) % TM_SITE_TRIAL_SHARE != 0)
+    return 0;
   return tm_arena_site_flags(t, k - 1);
 }
 
@@ -179,6 +192,7 @@ static void site_spend(unsigned k)
   if (__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) == k + 1)
     __atomic_store_n(&tm_site_filter[h], 0, __ATOMIC_RELAXED);
   atomic_store_explicit(&st.trial_ra[k], NULL, memory_order_relaxed);
+  atomic_store_explicit(&st.trial_cold[k], false, memory_order_relaxed);
   tm_arena_site_prefer(k, 0);
   if (tr->site >= 0 && st.table[tr->site].frames[0] == tr->frames[0]) st.table[tr->site].trial = SITE_TRIED;
   tr->site = -1;
@@ -196,10 +210,11 @@ void tm_site_evaluate(void)
     if (tr->state == TRIAL_SPENT) continue;
     tr->hot = hot[k];
     tr->cold = cold[k];
-    bool is_cold = cold[k] >= 2 * TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k];
+    bool is_cold = cold[k] >= TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k];
     if (tr->state == TRIAL_ROUTED && is_cold) {
       tr->state = TRIAL_COLD;
       tm_arena_site_prefer(k, 1);
+      atomic_store_explicit(&st.trial_cold[k], true, memory_order_relaxed);
     } else if (tr->state == TRIAL_ROUTED) {
       tr->reads += all[k] != 0;
       if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */

@@ -18,13 +18,15 @@
  *                life: an arena of its own whose extents are whole chunks
  *                (tm_chunk_t.site), so its memory shares no chunk with
  *                another site's and the accessed bits measure it apart.
- *                Its allocations go to that arena, through a tcache of the
- *                thread's own.
+ *                One of its calls in TM_SITE_TRIAL_SHARE goes to that
+ *                arena, through a tcache of the thread's own: a sample of
+ *                its memory, at an eighth of the cost of routing it all.
  *   verdict      after each scan that read the bits: a site on trial whose
  *                cold chunks hold at least TM_SITE_COLD_RATIO times the
- *                bytes of its hot ones (and two chunks or more) is cold, and
- *                the arena's new chunks are placed from tier 1 down: the
- *                site's new memory goes below with no migration, and reclaim
+ *                bytes of its hot ones (and a chunk or more) is cold: all its
+ *                calls go to its arena, whose new chunks are placed from
+ *                tier 1 down: the site's new memory goes below with no
+ *                migration, and reclaim
  *                demotes its old memory as it does any cold chunk. A site
  *                not found cold within TM_SITE_TRIAL verdicts (counted while
  *                its arena holds memory), or cold no more (its hot chunks
@@ -52,7 +54,8 @@
 #define TM_SITE_FRAMES 4       /* frames kept per site, for the report */
 #define TM_SITE_MIN_SAMPLES 4  /* samples before a site is put on trial */
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
-#define TM_SITE_TRIAL 6        /* verdicts a site stays on trial without being found cold */
+#define TM_SITE_TRIAL 4        /* verdicts a site stays on trial without being found cold */
+#define TM_SITE_TRIAL_SHARE 8  /* a site on trial routes one call in this many (a power of two) */
 #define TM_SITE_SLOTS 8        /* sites routed at once (on trial, or cold) */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
 

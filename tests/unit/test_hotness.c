@@ -1,11 +1,13 @@
 /* hotness: the choice of source, the chunks the accessed bits make young
- * (from an smaps text of the test's own), and the bound on chunks given a
- * VMA of their own. The real source (clear_refs and smaps of a running
+ * (from an smaps text of the test's own), the bound on chunks given a
+ * VMA of their own, and the policies that give them one (real mbind on
+ * this host's node 0). The real source (clear_refs and smaps of a running
  * process, VMAs split by policy) is checked in the tiered VM
  * (tests/vm/test_hotness.c). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "capture.h"
@@ -127,8 +129,8 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 0);
   n += hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + 2 * TM_CHUNK_SIZE, 2, 100);
   tmptree_put("proc/self/smaps", smaps);
-  cr_expect(tm_hotness_scan(false), "the first scan clears");
-  cr_expect(!tm_hotness_scan(false), "not again within the interval");
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan clears");
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "not again within the interval");
   char buf[16] = "";
   FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
   cr_assert_not_null(f);
@@ -137,7 +139,7 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   cr_expect_str_eq(buf, "14", "accessed bits, then soft-dirty (the TLB flush)");
   cr_expect_geq(tm_hotness_age(&c[0]), 300, "the first scan reads nothing");
   usleep(110 * 1000);
-  cr_expect(tm_hotness_scan(false));
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   cr_expect_lt(tm_hotness_age(&c[0]), 2, "referenced: young");
   cr_expect_geq(tm_hotness_age(&c[1]), 300, "not referenced: as old as before");
   cr_expect_geq(tm_hotness_age(&c[2]), 300, "a VMA of two chunks tells neither");
@@ -151,7 +153,7 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   tmptree_put("proc/self/smaps", smaps);
   usleep(110 * 1000);
   tm_hotness_tick();
-  cr_expect(tm_hotness_scan(false));
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   cr_expect(tm_hotness_steady(&c[0]), "seen at two reads in a row");
   cr_expect(tm_hotness_hot(&c[1]) && !tm_hotness_steady(&c[1]), "seen at one");
   /* Not seen: neither. */
@@ -159,7 +161,7 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   tmptree_put("proc/self/smaps", smaps);
   usleep(110 * 1000);
   tm_hotness_tick();
-  cr_expect(tm_hotness_scan(false));
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   cr_expect(!(atomic_load(&c[0].flags) & (TM_CHUNK_SEEN | TM_CHUNK_STEADY)), "unseen clears both");
 }
 
@@ -169,11 +171,55 @@ Test(hotness, smaps_without_referenced_falls_back_to_the_commit_age_and_says_so)
   char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   hn_options(env, 64);
   tmptree_put("proc/self/smaps", "10000-12000 rw-p 00000000 00:00 0 \nRss: 4 kB\n");
-  cr_expect(tm_hotness_scan(false));
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   usleep(110 * 1000);
   capture_begin();
-  cr_expect(!tm_hotness_scan(false));
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE));
   const char *out = capture_end();
   cr_expect_eq(capture_count_lines(out), 1, "%s", out);
   cr_expect_str_eq(tm_hotness_signal(), "commit age");
+}
+
+/* The number of lines of /proc/self/maps starting in [lo, hi). */
+static int hn_vmas_in(uintptr_t lo, uintptr_t hi, uintptr_t *starts, int max)
+{
+  FILE *f = fopen("/proc/self/maps", "r");
+  cr_assert_not_null(f);
+  unsigned long a, b;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f))
+    if (sscanf(line, "%lx-%lx", &a, &b) == 2 && a >= lo && a < hi && n < max) starts[n++] = a;
+  fclose(f);
+  return n;
+}
+
+Test(hotness, each_chunk_bound_while_splitting_is_a_vma_of_its_own)
+{
+  /* Real mbind on this host's node 0: a range bound as a whole, then an even
+   * and an odd chunk side by side and an even chunk among unbound ones, all
+   * to the range's own node. */
+  size_t span = 8 * TM_CHUNK_SIZE;
+  char *m = mmap(NULL, span + TM_CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(m, MAP_FAILED);
+  char *p = (char *)(((uintptr_t)m + TM_CHUNK_SIZE - 1) & ~(uintptr_t)(TM_CHUNK_SIZE - 1));
+  if (((uintptr_t)p >> 21) & 1) p += TM_CHUNK_SIZE;   /* chunk 0 even */
+  span -= TM_CHUNK_SIZE;                              /* 7 chunks, inside m either way */
+  tm_nodemask_t n0 = {{0}};
+  tm_nodemask_set(&n0, 0);
+  tm_os_split_chunks(true, TIER_MAX_NODES - 1);
+  cr_assert_eq(tm_os_linux.bind(p, span, &n0, 0), 0, "the range, plain");
+  cr_assert_eq(tm_os_linux.bind(p + 2 * TM_CHUNK_SIZE, TM_CHUNK_SIZE, &n0, 0), 0);
+  cr_assert_eq(tm_os_linux.bind(p + 3 * TM_CHUNK_SIZE, TM_CHUNK_SIZE, &n0, 0), 0);
+  cr_assert_eq(tm_os_linux.bind(p + 6 * TM_CHUNK_SIZE, TM_CHUNK_SIZE, &n0, 0), 0);
+  tm_os_split_chunks(false, -1);
+  uintptr_t at[16], lo = (uintptr_t)p;
+  int n = hn_vmas_in(lo, lo + span, at, 16);
+  /* [0,2) [2] [3] [4,6) [6] */
+  cr_assert_eq(n, 5, "%d VMAs", n);
+  uintptr_t want[] = { 0, 2, 3, 4, 6 };
+  for (int k = 0; k < 5; k++)
+    cr_expect_eq(at[k], lo + want[k] * TM_CHUNK_SIZE, "VMA %d starts at chunk %lu", k,
+                 (unsigned long)((at[k] - lo) / TM_CHUNK_SIZE));
+  munmap(m, 9 * TM_CHUNK_SIZE);
 }

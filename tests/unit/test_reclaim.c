@@ -683,7 +683,7 @@ static void rt_hot_below(void **b, char **env)
   rt_fill_chunks(b, 16, 1);
   rt_limits(env);
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
-    tm_hotness_scan(false);
+    tm_hotness_scan(TM_SCAN_DUE);
     usleep(110 * 1000);
   }
   rt_heat_all(false);
@@ -808,7 +808,7 @@ Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_on
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
     usleep(110 * 1000);
     tm_hotness_tick();
-    tm_hotness_scan(false);
+    tm_hotness_scan(TM_SCAN_DUE);
   }
   uint16_t read = atomic_load(&tm_hotness_now), since = 0;
   while (since < 17) {   /* 17..31 ticks since the scan: bucket 5 */
@@ -845,7 +845,7 @@ static void rt_all_seen(void **p, const char *limit)
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
     usleep(110 * 1000);
     tm_hotness_tick();
-    tm_hotness_scan(false);
+    tm_hotness_scan(TM_SCAN_DUE);
   }
   rt_heat_all(true);
   cr_assert(tm_hotness_hot(tm_chunk_of(p[0])));
@@ -1093,7 +1093,7 @@ static tm_thread_t rt_site_env(void)
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
     usleep(110 * 1000);
     tm_hotness_tick();
-    tm_hotness_scan(false);
+    tm_hotness_scan(TM_SCAN_DUE);
   }
   return (tm_thread_t){ .site_left = 0 };
 }
@@ -1154,12 +1154,27 @@ Test(reclaim, the_table_is_bounded_and_keeps_the_most_sampled_sites)
   tm_arena_thread_exit(&t);
 }
 
+/* Calls of the site ra routed out of n, and the flags of the last routed. */
+static unsigned rt_routed(tm_thread_t *t, uintptr_t ra, unsigned n, int *flags)
+{
+  unsigned routed = 0;
+  for (unsigned i = 0; i < n; i++) {
+    int f = tm_site_flags(t, (const void *)ra);
+    if (f && flags) *flags = f;
+    routed += f != 0;
+  }
+  return routed;
+}
+
 /* A trial for call site 0xa000; returns its MALLOCX flags. */
 static int rt_site_slot(tm_thread_t *t)
 {
   rt_sample(t, 0xa000, TM_SITE_MIN_SAMPLES, 16);
   tm_site_evaluate();
-  int flags = tm_site_flags(t, (const void *)0xa000);
+  int flags = 0;
+  unsigned routed = rt_routed(t, 0xa000, 64 * TM_SITE_TRIAL_SHARE, &flags);
+  cr_assert(routed >= 40 && routed <= 88, "on trial, about one call in %d routed: %u of %d", TM_SITE_TRIAL_SHARE,
+            routed, 64 * TM_SITE_TRIAL_SHARE);
   cr_assert_neq(flags, 0);
   cr_assert(tm_site_routing);
   cr_assert(tm_site_routed((const void *)0xa000));
@@ -1170,7 +1185,7 @@ Test(reclaim, a_site_on_trial_is_routed_to_chunks_of_its_own)
 {
   tm_thread_t t = rt_site_env();
   int flags = rt_site_slot(&t);
-  cr_expect_eq(tm_site_flags(&t, (const void *)0xa010), 0, "another site is not routed");
+  cr_expect_eq(rt_routed(&t, 0xa010, 64, NULL), 0, "another site is not routed");
   cr_expect(!tm_site_routed((const void *)0xa010) || tm_site_hash((const void *)0xa010) == tm_site_hash((const void *)0xa000),
             "the filter passes other calls on the fast path");
   void *p = tmje_mallocx(100, flags), *q = tmje_mallocx(100, MALLOCX_TCACHE_NONE);
@@ -1190,11 +1205,11 @@ Test(reclaim, a_site_not_found_cold_on_trial_goes_back_to_the_shared_arenas)
   void *p = tmje_mallocx(TM_CHUNK_SIZE, flags);
   cr_assert_not_null(p);
   for (int i = 0; i < TM_SITE_TRIAL; i++) {
-    cr_expect_neq(tm_site_flags(&t, (const void *)0xa000), 0, "routed at verdict %d", i);
+    cr_expect_gt(rt_routed(&t, 0xa000, 16 * TM_SITE_TRIAL_SHARE, NULL), 0, "routed at verdict %d", i);
     rt_heat_all(true);
     tm_site_evaluate();
   }
-  cr_expect_eq(tm_site_flags(&t, (const void *)0xa000), 0, "not routed after %d verdicts hot", TM_SITE_TRIAL);
+  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "not routed after %d verdicts hot", TM_SITE_TRIAL);
   uint64_t samples;
   unsigned apart, cold, tried;
   tm_site_counts(&samples, &apart, &cold, &tried);
@@ -1229,6 +1244,7 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is
   cr_assert_not_null(n);
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(n)), 1, "new memory placed below");
   cr_expect_eq(rt.moves, moves, "without a migration");
+  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 64, "cold: every call routed");
   tm_site_info_t info;
   cr_assert_eq(tm_site_list(&info, 1), 1);
   cr_expect(info.cold_verdict);
@@ -1237,7 +1253,7 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is
   tm_site_evaluate();
   tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(cold, 0, "hot again");
-  cr_expect_eq(tm_site_flags(&t, (const void *)0xa000), 0, "back to the shared arenas");
+  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "back to the shared arenas");
   void *m = tmje_mallocx(TM_CHUNK_SIZE, flags);
   cr_assert_not_null(m);
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(m)), 0, "what its arena still places goes on top again");

@@ -1,9 +1,10 @@
 /* Allocation-site placement (site.h, issue 17), against the kernel: two call
  * sites allocate 64 KiB blocks interleaved, one hot block (read all the
  * time by a thread) to five cold ones, so every chunk of the first heap holds
- * both. Sampling finds both sites and gives each chunks of its own; the
- * blocks they allocate next are apart, the cold site's chunks are found cold
- * by the accessed bits, and from then on its new blocks are placed on tier 1
+ * both. Sampling finds both sites and puts each on trial: an eighth of the
+ * blocks they allocate next go to chunks of their own, the cold site's are
+ * found cold by the accessed bits, and from then on its new blocks (all of
+ * them) are placed on tier 1
  * as they are committed: no migration (tier 0's demoted count stays as it
  * was), while the hot site's new blocks stay on tier 0. Checked with
  * move_pages; the heap reads back unchanged.
@@ -126,9 +127,19 @@ static void st_where(void)
   }
   tier_stats_t s;
   tier_stats_get(&s, sizeof s);
-  printf(" apart=%llu cold=%llu samples=%llu demoted0=%llu state=%u\n", (unsigned long long)s.sites_apart,
+  printf(" apart=%llu cold=%llu samples=%llu demoted0=%llu state=%u", (unsigned long long)s.sites_apart,
          (unsigned long long)s.sites_cold, (unsigned long long)s.site_samples,
          (unsigned long long)s.tier[0].reclaim.demoted, s.reclaim_state);
+  /* Each routed site, for a failure's message: which function called
+   * (the nearer entry below its return address), its chunks' hot and cold
+   * KiB, its verdict. */
+  for (unsigned i = 0; i < TIER_STATS_SITES && i < s.sites_apart; i++) {
+    uintptr_t ra = (uintptr_t)s.site[i].frames[0], h = (uintptr_t)st_alloc_hot, c = (uintptr_t)st_alloc_cold;
+    const char *who = ra > h && (ra < c || c < h) ? "hot" : ra > c && (ra < h || h < c) ? "cold" : "other";
+    printf(" site:%s:%llu/%lluK:%u", who, (unsigned long long)(s.site[i].hot >> 10),
+           (unsigned long long)(s.site[i].cold >> 10), s.site[i].cold_verdict);
+  }
+  printf("\n");
   fflush(stdout);
 }
 
@@ -248,12 +259,12 @@ Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_in
   const char *l = st_until("apart", 2, 10000);
   cr_assert_geq(st_kv(l, "apart"), 2, "%s: both sites get chunks of their own within 10 s:\n%s", topo->name,
                 child.buf);
-  st_say_grow(64);   /* now apart */
+  st_say_grow(128);   /* an eighth of each site's calls now go to chunks of its own */
   l = st_until("cold", 1, 15000);
   cr_assert_eq(st_kv(l, "cold"), 1, "%s: the cold site (only) is found cold within 15 s:\n%s", topo->name,
                child.buf);
   long long demoted = st_kv(l, "demoted0");
-  st_say_grow(32);   /* 10 MiB more of the cold site's */
+  st_say_grow(32);   /* 10 MiB more of the cold site's, all routed now */
   l = st_where_now();
   long long fresh = st_all(topo, l, "new"), below = fresh - st_on(topo, l, "new", 0);
   cr_expect_geq(below * 4, fresh * 3, "%s: %lld of %lld pages of the cold site's new blocks below tier 0:\n%s",
