@@ -132,7 +132,9 @@ static bool hn_accessed_available(void)
          hn_path(path, "smaps") == 0 && access(path, R_OK) == 0;
 }
 
-/* The highest node id this kernel can never have (os.h), or -1. */
+/* A node id this kernel can never have (os.h): the one above its highest
+ * possible node, which its nodemasks still hold unless every id they can
+ * hold is possible (os.c then does without). -1 when unknown. */
 static int hn_marker_node(void)
 {
   char path[TM_KFILE_PATH_MAX];
@@ -140,7 +142,9 @@ static int hn_marker_node(void)
   if (tm_kfile_path(path, hn.root, "/sys/devices/system/node", NULL, -1, "possible") ||
       tm_kfile_read_nodelist(path, &possible))
     return -1;
-  return tm_nodemask_test(&possible, TIER_MAX_NODES - 1) ? -1 : TIER_MAX_NODES - 1;
+  int top = TIER_MAX_NODES - 1;
+  while (top >= 0 && !tm_nodemask_test(&possible, top)) top--;
+  return top >= 0 && top + 1 < TIER_MAX_NODES ? top + 1 : -1;
 }
 
 void tm_hotness_init(const char *root, uint64_t max_split)

@@ -1,6 +1,7 @@
 #include "os.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <numaif.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -37,35 +38,47 @@ static int os_mbind(void *p, size_t size, int mode, const unsigned long *mask, u
 #endif
 
 static bool os_split;
-static int os_marker = -1;
+static _Atomic int os_marker = -1;
 
 void tm_os_split_chunks(bool on, int marker)
 {
   os_split = on;
-  os_marker = marker;
+  atomic_store_explicit(&os_marker, marker, memory_order_relaxed);
 }
 
-/* Chunk-sized binds while splitting (os.h): static, and on even chunks the
- * marker node too. A range-wide bind keeps the plain policy. */
-static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
-                     unsigned flags)
+static int os_policy_of(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
+                        int mode_flags, int marker, unsigned flags)
 {
-  bool chunk = os_split && size == (size_t)1 << 21;
-  int mode_flags = chunk ? MPOL_F_STATIC_NODES : 0;
-  tm_nodemask_t marked, one = {{0}};
+  tm_nodemask_t marked = *nodes, one = {{0}};
   tm_nodemask_set(&one, first_node);
-  if (chunk && !((uintptr_t)p >> 21 & 1) && os_marker >= 0) {
-    marked = *nodes;
-    tm_nodemask_set(&marked, os_marker);
-    tm_nodemask_set(&one, os_marker);
-    nodes = &marked;
+  if (marker >= 0) {
+    tm_nodemask_set(&marked, marker);
+    tm_nodemask_set(&one, marker);
   }
   /* The kernel reads maxnode-1 bits; one more than our mask holds. */
-  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)nodes->w,
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)marked.w,
                      TIER_MAX_NODES + 1, flags);
   if (err == EINVAL)   /* before 5.15: no MPOL_PREFERRED_MANY */
     err = os_mbind(p, size, MPOL_PREFERRED | mode_flags, (const unsigned long *)one.w,
                    TIER_MAX_NODES + 1, flags);
+  return err;
+}
+
+/* Chunk-sized binds while splitting (os.h): static, and on even chunks the
+ * marker node too; a kernel that refuses the marker (its nodemasks hold
+ * fewer ids) is not given it again. A range-wide bind keeps the plain
+ * policy. */
+static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
+                     unsigned flags)
+{
+  bool chunk = os_split && size == (size_t)1 << 21;
+  int marker = chunk && !((uintptr_t)p >> 21 & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
+  int mode_flags = chunk ? MPOL_F_STATIC_NODES : 0;
+  int err = os_policy_of(p, size, nodes, first_node, mode_flags, marker, flags);
+  if (err == EINVAL && marker >= 0) {
+    err = os_policy_of(p, size, nodes, first_node, mode_flags, -1, flags);
+    if (err == 0) atomic_store_explicit(&os_marker, -1, memory_order_relaxed);
+  }
   return err;
 }
 
