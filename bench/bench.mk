@@ -71,6 +71,20 @@ $(B)/bench/hotsrc: bench/hotsrc.c bench/bench.mk
 bench-hotness: $(B)/bench/hotsrc
 	bench/hotness
 
+# Tier quality (issue 17): bench/tierq.c, a zipfian workload over a 512 MiB
+# heap of mixed sizes, under top-tier budgets of 10, 25 and 50 %, placed by
+# first touch, weighted interleave, memkind's memtier, the kernel's tiering,
+# and tiermalloc with each hotness source, against the oracle; in the 2tier
+# VM, about 25 minutes. Writes bench/results/tier-quality.md. Does not
+# rebuild the library: run `make` first.
+.PHONY: bench-tier-quality
+$(B)/bench/tierq: bench/tierq.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lm
+
+bench-tier-quality: $(B)/bench/tierq
+	bench/tier-quality
+
 # What allocation-site placement (TIERMALLOC_SITES) costs pairloop and churn,
 # sites off against on, in the 2tier VM (sites need two tiers, the accessed
 # bits and a budget), about 5 minutes. Writes bench/results/site-cost.md.
