@@ -24,11 +24,13 @@
  * of the heap is. A page's heat is its share of the accesses (each object's
  * probability spread over its bytes); the top tier's share is the heat of
  * the pages on node 0, the oracle's the heat of the hottest budget's worth
- * of pages. One line per interval ("t= share= oracle= top_mib= acc_per_s="),
- * then the summary:
- *   tierq policy= heap_mib= budget_mib= share= oracle= of_oracle= top_mib=
- *         acc_per_s= follow_s=
- * share, oracle and top_mib: the mean of the last three intervals before the
+ * of pages, the chunk oracle's the heat of the hottest budget's worth of
+ * 2 MiB chunks (the best a placement of whole chunks can do). One line per
+ * interval ("t= share= oracle= chunk_oracle= top_mib= accesses="), then the
+ * summary:
+ *   tierq policy= heap_mib= budget_mib= share= oracle= of_oracle=
+ *         chunk_oracle= top_mib= acc_per_s= follow_s=
+ * share, the oracles and top_mib: the mean of the last three intervals before the
  * phase change; acc_per_s: accesses a second over the same span; follow_s:
  * seconds after the change until the share came within 90 % of the new
  * oracle's (-1: not within the run).
@@ -185,6 +187,40 @@ static double tq_oracle(const tq_page_t *pg, size_t n, size_t budget_pages)
   return sum;
 }
 
+/* The heat the hottest budget's worth of 2 MiB chunks (aligned blocks of the
+ * address space, as tiermalloc's) hold: the best a placement that moves
+ * whole chunks can do. pg is sorted by address. */
+static double tq_chunk_oracle(const tq_page_t *pg, size_t n, size_t budget_pages)
+{
+  const uintptr_t chunk = 2ul << 20;
+  double *h = malloc(n * sizeof *h), sum = 0;
+  size_t *pages = malloc(n * sizeof *pages), m = 0;
+  if (!h || !pages) exit(2);
+  for (size_t i = 0; i < n; i++) {
+    if (i == 0 || pg[i].page / chunk != pg[i - 1].page / chunk) h[m] = 0, pages[m] = 0, m++;
+    h[m - 1] += pg[i].heat;
+    pages[m - 1]++;
+  }
+  /* Densest first (heat per page), whole chunks while they fit. */
+  for (size_t i = 0; i < m; i++) h[i] /= (double)pages[i];
+  size_t *order = malloc(m * sizeof *order);
+  if (!order) exit(2);
+  for (size_t i = 0; i < m; i++) order[i] = i;
+  for (size_t i = 1; i < m; i++)   /* insertion sort: a few hundred chunks */
+    for (size_t j = i; j > 0 && h[order[j]] > h[order[j - 1]]; j--) {
+      size_t t = order[j];
+      order[j] = order[j - 1], order[j - 1] = t;
+    }
+  size_t left = budget_pages;
+  for (size_t i = 0; i < m && left > 0; i++) {
+    size_t k = order[i], take = pages[k] < left ? pages[k] : left;
+    sum += h[k] * (double)take;
+    left -= take;
+  }
+  free(h), free(pages), free(order);
+  return sum;
+}
+
 /* The heat of the pages on node 0, and how many there are. */
 static double tq_share(const tq_page_t *pg, size_t n, size_t *on_top)
 {
@@ -282,14 +318,14 @@ int main(int argc, char **argv)
   size_t np;
   tq_page_t *pg = tq_pages(rank, &np);
   size_t budget_pages = (budget << 20) / TQ_PAGE;
-  double oracle = tq_oracle(pg, np, budget_pages);
+  double oracle = tq_oracle(pg, np, budget_pages), chunk_oracle = tq_chunk_oracle(pg, np, budget_pages);
   printf("tierq objects=%zu heap_mib=%zu pages=%zu\n", tq_nobj, total >> 20, np);
   fflush(stdout);
 
   pthread_t th;
   pthread_create(&th, NULL, tq_worker, NULL);
   double t0 = tq_now(), change = seconds / 2, follow = -1;
-  double hist_share[3] = {0}, hist_top[3] = {0}, hist_oracle[3] = {0}, acc_t0 = 0;
+  double hist_share[3] = {0}, hist_top[3] = {0}, hist_oracle[3] = {0}, hist_chunk[3] = {0}, acc_t0 = 0;
   uint64_t acc0 = 0, acc_before = 0;
   int nhist = 0;
   bool changed = false;
@@ -304,18 +340,20 @@ int main(int argc, char **argv)
       free(pg);
       pg = tq_pages(r2, &np);
       oracle = tq_oracle(pg, np, budget_pages);
+      chunk_oracle = tq_chunk_oracle(pg, np, budget_pages);
       changed = true;
       change = tq_now() - t0;
     }
     size_t on_top;
     double share = tq_share(pg, np, &on_top), t = tq_now() - t0;
     uint64_t acc = atomic_load(&tq_accesses);
-    printf("t=%.1f share=%.3f oracle=%.3f top_mib=%.1f accesses=%llu%s\n", t, share, oracle,
+    printf("t=%.1f share=%.3f oracle=%.3f chunk_oracle=%.3f top_mib=%.1f accesses=%llu%s\n", t, share, oracle,
+           chunk_oracle,
            on_top * (double)TQ_PAGE / (1 << 20), (unsigned long long)acc, changed ? " after" : "");
     fflush(stdout);
     if (!changed) {
       int k = nhist++ % 3;
-      hist_share[k] = share, hist_top[k] = on_top * (double)TQ_PAGE / (1 << 20), hist_oracle[k] = oracle;
+      hist_share[k] = share, hist_top[k] = on_top * (double)TQ_PAGE / (1 << 20), hist_oracle[k] = oracle, hist_chunk[k] = chunk_oracle;
       if (nhist == 1) acc0 = acc, acc_t0 = t;
     } else if (follow < 0 && share >= 0.9 * oracle) {
       follow = t - change;
@@ -324,12 +362,13 @@ int main(int argc, char **argv)
   atomic_store(&tq_stop, true);
   pthread_join(th, NULL);
   int h = nhist < 3 ? nhist : 3;
-  double ms = 0, mt = 0, mo = 0;
-  for (int k = 0; k < h; k++) ms += hist_share[k] / h, mt += hist_top[k] / h, mo += hist_oracle[k] / h;
+  double ms = 0, mt = 0, mo = 0, mc = 0;
+  for (int k = 0; k < h; k++)
+    ms += hist_share[k] / h, mt += hist_top[k] / h, mo += hist_oracle[k] / h, mc += hist_chunk[k] / h;
   double span = change - acc_t0;
-  printf("tierq policy=%s heap_mib=%zu budget_mib=%zu share=%.3f oracle=%.3f of_oracle=%.2f top_mib=%.1f "
-         "acc_per_s=%.0f follow_s=%.1f\n",
-         policy, total >> 20, budget, ms, mo, mo > 0 ? ms / mo : 0, mt,
+  printf("tierq policy=%s heap_mib=%zu budget_mib=%zu share=%.3f oracle=%.3f of_oracle=%.2f chunk_oracle=%.3f "
+         "top_mib=%.1f acc_per_s=%.0f follow_s=%.1f\n",
+         policy, total >> 20, budget, ms, mo, mo > 0 ? ms / mo : 0, mc, mt,
          span > 0 ? (double)(acc_before - acc0) / span : 0, follow);
   return 0;
 }
