@@ -370,5 +370,6 @@ int main(int argc, char **argv)
          "top_mib=%.1f acc_per_s=%.0f follow_s=%.1f\n",
          policy, total >> 20, budget, ms, mo, mo > 0 ? ms / mo : 0, mc, mt,
          span > 0 ? (double)(acc_before - acc0) / span : 0, follow);
+  fflush(stdout);   /* memtier's exit tears its heaps down before stdio flushes */
   return 0;
 }
