@@ -1,6 +1,7 @@
 #include "migrate.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,6 +31,21 @@ static int migrate_where(uintptr_t a, int8_t *tier)
   return 0;
 }
 
+/* Pages the move left off tier `to` (after[i] a tier, not `to`) pushed to
+ * its first node, one move_pages call: the move went by policy, whose new
+ * page may come from any node when the tier cannot give one at once (a huge
+ * page on a fragmented node: measured in the 2tier VM, every huge page of a
+ * demotion came back to node0). true when it pushed any. */
+static bool migrate_push(uintptr_t a, const int8_t *after, unsigned to)
+{
+  void *pages[MIGRATE_PAGES];
+  int status[MIGRATE_PAGES], n = 0;
+  if (tm_range_os()->push == NULL) return false;
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
+    if (after[i] >= 0 && after[i] != (int8_t)to) pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
+  return n > 0 && tm_range_os()->push(pages, n, migrate_topo->tier[to].first_node, status) == 0;
+}
+
 int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
 {
   if (to >= (unsigned)migrate_topo->ntiers) return EINVAL;
@@ -43,7 +59,9 @@ int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
     /* The chunk's policy is `to` now, whatever moved: new pages go there. */
     tm_chunk_move(c, to);
     uint64_t moved = 0, failed = 0;
-    if (migrate_where(a, after) == 0) {
+    int werr = migrate_where(a, after);
+    if (werr == 0 && migrate_push(a, after, to)) werr = migrate_where(a, after);
+    if (werr == 0) {
       for (unsigned i = 0; i < MIGRATE_PAGES; i++) {
         if (after[i] == (int8_t)to) moved += before[i] >= 0 && before[i] != (int8_t)to;
         else if (after[i] >= 0) failed++;

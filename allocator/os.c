@@ -100,6 +100,15 @@ static int os_where(void *const *pages, int n, int *node)
   return r < 0 ? errno : 0;
 }
 
+static int os_push(void *const *pages, int n, int node, int *status)
+{
+  int nodes[512];
+  if (n > 512) return EINVAL;
+  for (int i = 0; i < n; i++) nodes[i] = node;
+  long r = syscall(SYS_move_pages, 0, (unsigned long)n, pages, nodes, status, MPOL_MF_MOVE);
+  return r < 0 ? errno : 0;
+}
+
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
 #endif
@@ -132,6 +141,7 @@ const tm_os_t tm_os_linux = {
   .huge = os_huge,
   .move = os_move,
   .where = os_where,
+  .push = os_push,
   .pageout = os_pageout,
   .resident = os_resident,
 };

@@ -17,6 +17,7 @@
 #include "options.h"
 #include "policy.h"
 #include "range.h"
+#include "resident.h"
 #include "site.h"
 #include "text.h"
 #include "watch.h"
@@ -58,6 +59,9 @@ static struct {
   uint64_t promote_allowance;
   bool pageout;
   uint64_t last_full_ns;                       /* when the last full pass began */
+  uint64_t stray_ns;                           /* when numa_maps was last read for strays */
+  uint64_t stray_below;                        /* bytes resident below tier 0 then */
+  uint64_t below;                              /* bytes resident below tier 0 at the last pass */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
@@ -111,6 +115,9 @@ static void rc_reset(void)
   rc.want_bits = false;
   rc.pageout_allowance = 0;
   rc.promote_allowance = 0;
+  rc.stray_ns = 0;
+  rc.stray_below = 0;
+  rc.below = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -270,6 +277,71 @@ static void rc_measure(rc_scan_t *s)
       }
     }
   }
+}
+
+/* ---- pages above their chunk's tier --------------------------------------- */
+
+/* The kernel may put a chunk's pages on a faster tier than the chunk's:
+ * MPOL_PREFERRED_MANY falls back to any node when its own cannot give a
+ * page at once without reclaim, which is the rule for a huge page on a
+ * fragmented node (in the 2tier VM, node1 fragmented: 45 MiB of tier 1's
+ * chunks on node0, against tier 0's high of 32 MiB). Budgets count a chunk's
+ * bytes on the chunk's tier, so such pages escaped the faster tier's limits.
+ * While a tier above the lowest has a limit, at a pass after one that found
+ * a chunk's worth more resident below tier 0 than at the last scan (pages
+ * come when the program first touches what was placed), or RC_STRAY_SCAN_NS
+ * after it, numa_maps names the mappings with pages above their chunks'
+ * tier; their chunks are marked stray, and the same pass moves their pages
+ * to their tier (rc_measure collects strays). A scan costs what the stats'
+ * resident figure does (the kernel walks the page tables: 2-4 ms per 0.5
+ * GiB resident). */
+#define RC_STRAY_SCAN_NS 1000000000ull
+
+typedef struct {
+  uintptr_t start;   /* the mapping read last; 0: none */
+  int fastest;       /* the fastest tier holding its pages; -1: none */
+} rc_stray_scan_t;
+
+/* Marks the chunks of the mapping k->start..end below its fastest pages. */
+static void rc_stray_mark(const rc_stray_scan_t *k, uintptr_t end)
+{
+  if (k->start == 0 || k->fastest < 0) return;
+  uintptr_t range_end = tm_range_end(tm_range_index((void *)k->start));
+  if (end > range_end) end = range_end;
+  for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
+    tm_chunk_t *c = tm_chunk_of((void *)a);
+    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c))
+      atomic_fetch_or_explicit(&c->flags, TM_CHUNK_STRAY, memory_order_relaxed);
+  }
+}
+
+static void rc_stray_line(uintptr_t start, const uint64_t bytes[TIER_MAX_TIERS + 1], void *arg)
+{
+  rc_stray_scan_t *k = arg;
+  rc_stray_mark(k, start);   /* a mapping ends where the next begins, or before */
+  k->start = start;
+  k->fastest = -1;
+  for (unsigned t = 0; t < rc.ntiers && k->fastest < 0; t++)
+    if (bytes[t]) k->fastest = (int)t;
+}
+
+static void rc_stray_scan(uint64_t now)
+{
+  if (rc.ntiers < 2 || tm_ranges.n == 0) return;
+  uint64_t below = rc.below;
+  uint64_t grown = below > rc.stray_below ? below - rc.stray_below : 0;
+  if (now - rc.stray_ns < RC_STRAY_SCAN_NS && grown < TM_CHUNK_SIZE) return;
+  bool limited = false;
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++)
+    limited |= tm_budget_placement_limit(t) != TM_BUDGET_UNLIMITED;
+  char path[TM_KFILE_PATH_MAX];
+  if (!limited || tm_kfile_path(path, rc.root, "/proc/self/numa_maps", NULL, -1, NULL) != 0) return;
+  rc.stray_ns = now;
+  rc.stray_below = below;
+  rc_stray_scan_t k = { 0, -1 };
+  uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
+  if (tm_resident_each(path, rc.topo, tm_ranges.base, hi, rc_stray_line, &k) == 0)
+    rc_stray_mark(&k, UINTPTR_MAX);
 }
 
 /* The nodes of tier t have less free memory than RECLAIM_PRESSURE_FREE. */
@@ -904,7 +976,10 @@ uint64_t tm_reclaim_pass(void)
   uint64_t elapsed = rc.last_full_ns ? now - rc.last_full_ns : rc.period_min;
   rc.last_full_ns = now;
   rc_scan_t s;
+  rc_stray_scan(now);
   rc_measure(&s);
+  rc.below = 0;
+  for (unsigned t = 1; t < rc.ntiers; t++) rc.below += s.resident[t];
   uint64_t anon[TIER_MAX_TIERS];
   bool shared = false;
   for (unsigned t = 0; t + 1 < rc.ntiers && !shared; t++) shared = rc_shared(t);
@@ -918,6 +993,10 @@ uint64_t tm_reclaim_pass(void)
     if (t > 0 && tm_migrate_chunk(c, t, &n) == 0) {
       rc_add(&rc_demoted[t - 1], n.moved);
       rc_add(&rc_failed[t - 1], n.failed);
+      if (n.moved) {
+        state = TIER_RECLAIM_DEMOTING;
+        over = true;   /* look again soon: more may have landed meanwhile */
+      }
     }
   }
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {

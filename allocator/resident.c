@@ -25,9 +25,9 @@ static uint64_t resident_num(const char **s, int base)
 /* One numa_maps line: "<hex start> <policy> [key[=value]]...", ending at
  * *end (a newline). Pages are summed per tier as the N<node>= entries come,
  * however many there are; kernelpagesize_kB, which follows them, scales the
- * sums at the end. */
+ * sums at the end; fn gets them. */
 static void resident_line(const char *s, const char *end, const tm_topology_t *topo,
-                          uintptr_t lo, uintptr_t hi, tm_resident_t *out)
+                          uintptr_t lo, uintptr_t hi, tm_resident_fn fn, void *arg)
 {
   uintptr_t start = (uintptr_t)resident_num(&s, 16);
   if (start < lo || start >= hi) return;
@@ -49,14 +49,28 @@ static void resident_line(const char *s, const char *end, const tm_topology_t *t
     }
     while (s < end && *s != ' ') s++;
   }
-  for (int t = 0; t < TIER_MAX_TIERS; t++) out->tier[t] += pages[t] * page_kb * 1024;
-  out->other += pages[TIER_MAX_TIERS] * page_kb * 1024;
+  for (int t = 0; t <= TIER_MAX_TIERS; t++) pages[t] *= page_kb * 1024;
+  fn(start, pages, arg);
+}
+
+static void resident_sum(uintptr_t start, const uint64_t bytes[TIER_MAX_TIERS + 1], void *arg)
+{
+  tm_resident_t *out = arg;
+  (void)start;
+  for (int t = 0; t < TIER_MAX_TIERS; t++) out->tier[t] += bytes[t];
+  out->other += bytes[TIER_MAX_TIERS];
 }
 
 int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t lo, uintptr_t hi,
                         tm_resident_t *out)
 {
   memset(out, 0, sizeof *out);
+  return tm_resident_each(path, topo, lo, hi, resident_sum, out);
+}
+
+int tm_resident_each(const char *path, const tm_topology_t *topo, uintptr_t lo, uintptr_t hi,
+                     tm_resident_fn fn, void *arg)
+{
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return errno;
   char buf[RESIDENT_BUF + 1];   /* + 1: room for the newline a last line may lack */
@@ -69,7 +83,7 @@ int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t l
     have += (size_t)r;
     char *line = buf, *nl;
     while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
-      if (!skipping) resident_line(line, nl, topo, lo, hi, out);
+      if (!skipping) resident_line(line, nl, topo, lo, hi, fn, arg);
       skipping = false;
       line = nl + 1;
     }
@@ -83,7 +97,7 @@ int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t l
   }
   if (have > 0 && !skipping) {
     buf[have] = '\n';
-    resident_line(buf, buf + have, topo, lo, hi, out);
+    resident_line(buf, buf + have, topo, lo, hi, fn, arg);
   }
   close(fd);
   return 0;

@@ -26,4 +26,11 @@ typedef struct tm_resident_s {
 int tm_resident_measure(const char *path, const tm_topology_t *topo, uintptr_t lo, uintptr_t hi,
                         tm_resident_t *out);
 
+/* The same walk, mapping by mapping: fn gets each mapping that starts in
+ * [lo, hi), in the file's (address) order, with its bytes on each tier and,
+ * at [TIER_MAX_TIERS], on no tier. 0 or a positive errno. */
+typedef void (*tm_resident_fn)(uintptr_t start, const uint64_t bytes[TIER_MAX_TIERS + 1], void *arg);
+int tm_resident_each(const char *path, const tm_topology_t *topo, uintptr_t lo, uintptr_t hi,
+                     tm_resident_fn fn, void *arg);
+
 #endif

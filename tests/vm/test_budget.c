@@ -13,6 +13,7 @@
  * each_tier_gets_its_own_share_in_3tier needs three and skips elsewhere.
  * make test-vm runs only the wide/ suite in wide. */
 #include <criterion/criterion.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,13 +24,22 @@
 #define OUT_SIZE (64 * 1024)
 #define HEAP_TIMEOUT_MS (180 * 1000)   /* 200 MiB touched under TCG, with another test */
 
-static vm_proc_t child = { .in = -1, .out = -1 };
+static vm_proc_t child = { .in = -1, .out = -1 }, frag = { .in = -1, .out = -1 };
 static char cg_parent[128], cg_leaf[128];
+#define COMPACT_LOCKED "/proc/sys/vm/compact_unevictable_allowed"
+static char compact_was[16];   /* its value before a test changed it, or "" */
 
 /* After the test, failed or not: the child killed, the cgroups removed. */
 static void budget_fini(void)
 {
   vm_proc_kill(&child);
+  vm_proc_kill(&frag);
+  if (compact_was[0]) {
+    int fd = open(COMPACT_LOCKED, O_WRONLY);   /* not vm_write_file: no test to fail here */
+    if (fd >= 0 && write(fd, compact_was, strlen(compact_was)) < 0) {}
+    if (fd >= 0) close(fd);
+    compact_was[0] = '\0';
+  }
   if (cg_leaf[0]) vm_cgroup_remove(cg_leaf);
   if (cg_parent[0]) vm_cgroup_remove(cg_parent);
   cg_leaf[0] = cg_parent[0] = 0;
@@ -485,4 +495,69 @@ Test(budget, tier_of_agrees_with_move_pages_across_the_boundary, .fini = budget_
   cr_expect(seen[0] > 0 && seen[1] > 0, "%s: the block has %d parts on tier 0 and %d on tier 1, want both:\n%s",
             topo->name, seen[0], seen[1], r.out);
   cr_expect_leq(r.tier[0].used, 6 * VM_MIB, "%s", r.out);
+}
+
+/* MemFree of node n, bytes (0 when it cannot be read). */
+static uint64_t node_free(int n)
+{
+  char path[96], buf[4096];
+  snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", n);
+  if (vm_read_file(path, buf, sizeof buf) != 0) return 0;
+  const char *f = strstr(buf, "MemFree:");
+  unsigned long long kb = 0;
+  return f && sscanf(f, "MemFree: %llu kB", &kb) == 1 ? kb * 1024 : 0;
+}
+
+/* A huge page the kernel cannot take from a fragmented node of a lower tier
+ * without reclaim it takes from a faster node (MPOL_PREFERRED_MANY falls
+ * back at once), and budgets count a chunk's bytes on the chunk's tier: 45
+ * MiB of tier 1's chunks sat on node0 against tier 0's 32 MiB high. Reclaim
+ * finds such pages in numa_maps and moves them to their chunks' tier, so
+ * the high holds in pages too. */
+Test(budget, huge_pages_the_kernel_put_above_their_chunks_tier_are_moved_down, .fini = budget_fini)
+{
+  const vm_topology_t *topo = vm_topology();
+  int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
+  if (below == 0)
+    cr_skip_test("%s: tier 1 is node0, where the CPUs and the tests beside this one allocate; fragmenting it "
+                 "would starve them (2tier and flat check this)", topo->name);
+  uint64_t free = node_free(below);
+  cr_assert_gt(free, 200 * VM_MIB, "%s: node%d has %llu bytes free", topo->name, below, (unsigned long long)free);
+  /* Compaction must not undo the fragmenting (its pages are locked). */
+  cr_assert_eq(vm_read_file(COMPACT_LOCKED, compact_was, sizeof compact_was), 0);
+  vm_write_file(COMPACT_LOCKED, "0");
+  char mib[48], node[48];
+  snprintf(mib, sizeof mib, "VMTEST_FRAG_MIB=%llu", (unsigned long long)((free - 40 * VM_MIB) / VM_MIB));
+  snprintf(node, sizeof node, "VMTEST_FRAG_NODE=%d", below);
+  char *fenv[] = { "VMTEST_CHILD=fragment", mib, node, NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&frag, argv, fenv, NULL, VM_SPAWN_STDERR);
+  const char *ready = vm_proc_expect(&frag, "ready", HEAP_TIMEOUT_MS);
+  cr_assert_not_null(ready, "the fragmenting child did not report:\n%s", frag.buf);
+  static heap_run_t r;
+  /* Huge pages for every extent (auto gives a heap of 1 MiB blocks few on
+   * tier 1, and the kernel then has nothing to put above it). */
+  char *extra[] = { "TIERMALLOC_TOPTIER_HIGH=32M", "TIERMALLOC_THP=always", NULL };
+  run_heap(&r, NULL, 128, 1, extra);
+  vm_proc_kill(&frag);
+  vm_write_file(COMPACT_LOCKED, compact_was);
+  compact_was[0] = '\0';
+  /* The kernel did put pages above their tier (reclaim moved them down:
+   * tier 0's demoted count, with nothing else over it), and none is left
+   * there: every page of tier 1's parts is on its node. */
+  const char *t0 = line_of(r.out, "tier=0 ");
+  cr_expect_gt(kv(t0, "demoted", r.out), 0, "%s: nothing was moved down: did the kernel put no page above its "
+               "tier?\n%s", topo->name, r.out);
+  unsigned long long total = 0;
+  for (int n = 0; n < VM_MAX_NODES; n++) total += r.tier[1].pages[n];
+  cr_expect_eq(r.tier[1].pages[below], total, "%s: %llu of the %llu pages of tier 1's parts on node%d:\n%s",
+               topo->name, r.tier[1].pages[below], total, below, r.out);
+  /* On node0, tier 0's committed bytes and what huge pages fill around
+   * them in its own chunks (TIERMALLOC_THP=always: a chunk's uncommitted
+   * rest; two chunks' worth is ample), not tier 1's. */
+  const char *c0 = strstr(t0, " committed=");
+  unsigned long long committed = c0 ? strtoull(c0 + 11, NULL, 10) : 0;
+  cr_expect_leq(r.maps[top], committed + 4 * VM_MIB, "%s: %.1f MiB of the heap on node%d, tier 0 committed %.1f MiB:\n%s",
+                topo->name, MIB(r.maps[top]), top, MIB(committed), r.out);
+  cr_expect_leq(r.tier[0].used, 32 * VM_MIB, "%s: tier 0 used %.1f MiB:\n%s", topo->name, MIB(r.tier[0].used), r.out);
 }

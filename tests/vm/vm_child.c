@@ -24,8 +24,14 @@
  *           ends (the test reads the cgroup meanwhile).
  *   phases: 64 MiB in 4 MiB blocks, touched, all on tier 0 ("A" line); then
  *           commands on stdin, each answered by one line (see child_phases).
+ *   fragment: VMTEST_FRAG_MIB MiB bound to node VMTEST_FRAG_NODE on base
+ *           pages, touched, every other page given back, the rest locked: the
+ *           node keeps half of it free, in no block of 2 MiB. "ready", then holds it
+ *           until stdin ends.
  */
 #include <stdio.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -189,6 +195,30 @@ static void child_print_tier_stats(const tier_stats_t *s, const child_parts_t *c
     }
     printf("\n");
   }
+}
+
+static void child_fragment(void)
+{
+  size_t len = env_num("VMTEST_FRAG_MIB", 0) * VM_MIB;
+  unsigned long node = env_num("VMTEST_FRAG_NODE", 1), mask[2] = { 0, 0 };
+  if (len == 0 || node >= 128) { printf("error=bad fragment size or node\n"); return; }
+  mask[node / 64] = 1ul << (node % 64);
+  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED || madvise(p, len, MADV_NOHUGEPAGE) != 0 ||
+      syscall(SYS_mbind, p, len, 2 /* MPOL_BIND */, mask, 129, 0) != 0) {
+    printf("error=fragment mmap/mbind\n");
+    return;
+  }
+  vm_touch(p, len);
+  for (size_t off = 0; off < len; off += 2 * 4096) madvise(p + off, 4096, MADV_DONTNEED);
+  /* The pages left locked where they are, so compaction does not gather
+   * the free ones again (with vm.compact_unevictable_allowed=0, which the
+   * test sets); on fault only, so the holes stay free. */
+  if (mlock2(p, len, MLOCK_ONFAULT) != 0) { printf("error=fragment mlock2\n"); return; }
+  printf("ready\n");
+  fflush(stdout);
+  char buf[64];
+  while (read(STDIN_FILENO, buf, sizeof buf) > 0) {}
 }
 
 static void child_heap(void)
@@ -389,6 +419,7 @@ __attribute__((constructor)) static void vm_child_main(void)
   else if (strcmp(mode, "thp") == 0) child_thp();
   else if (strcmp(mode, "heap") == 0) child_heap();
   else if (strcmp(mode, "phases") == 0) child_phases();
+  else if (strcmp(mode, "fragment") == 0) child_fragment();
   else printf("error=unknown mode %s\n", mode);
   fflush(stdout);
   _exit(0);
