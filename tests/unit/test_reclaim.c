@@ -38,7 +38,8 @@ static struct {
   int8_t left[RT_CHUNKS];    /* node the stuck pages stayed on */
   int stuck[RT_CHUNKS];      /* pages the last move left behind */
   int fail_pages;            /* pages each move leaves behind */
-  int moves, pageouts;
+  int moves, pageouts, pushes;
+  bool push_works;           /* push moves the stuck pages (else they stay) */
 } rt;
 
 static unsigned rt_index(const void *p)
@@ -88,6 +89,18 @@ static int rt_where(void *const *pages, int n, int *node)
   return 0;
 }
 
+/* move_pages to a node: the stuck pages go there when push_works. */
+static int rt_push(void *const *pages, int n, int node, int *status)
+{
+  rt.pushes++;
+  for (int k = 0; k < n; k++) {
+    unsigned i = rt_index(pages[k]);
+    if (rt.push_works) rt.stuck[i] = 0, rt.node[i] = (int8_t)node;
+    status[k] = rt.push_works ? node : -ENOMEM;
+  }
+  return 0;
+}
+
 /* As swap would: the pages are no longer resident. */
 static int rt_pageout(void *p, size_t size)
 {
@@ -97,7 +110,7 @@ static int rt_pageout(void *p, size_t size)
 
 static const tm_os_t rt_os = { .reserve = rt_reserve, .commit = rt_commit, .bind = rt_bind,
                                .purge = rt_purge, .huge = rt_huge, .move = rt_move,
-                               .where = rt_where, .pageout = rt_pageout,
+                               .where = rt_where, .push = rt_push, .pageout = rt_pageout,
                                .resident = rt_resident };
 
 static tm_topology_t rt_topo;
@@ -395,6 +408,65 @@ Test(reclaim, pages_left_behind_count_as_failed_and_are_moved_again)
   cr_expect_gt((uint64_t)rt.moves, moves, "stray chunks moved again at the next pass");
   tier_stats_t s2 = rt_stats();
   cr_expect_gt(s2.tier[0].reclaim.demoted, s.tier[0].reclaim.demoted);
+  rt_free(p, 16);
+}
+
+Test(reclaim, pages_a_move_left_off_its_tier_are_pushed_there)
+{
+  void *p[16];
+  rt_fill(p, 16);
+  rt.fail_pages = 100;
+  rt.push_works = true;
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=4M", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();
+  tier_stats_t s = rt_stats();
+  cr_assert_gt(rt.moves, 0);
+  cr_expect(rt.pushes > 0 && rt.pushes <= rt.moves, "%d pushes for %d moves", rt.pushes, rt.moves);
+  cr_expect_eq(s.tier[0].reclaim.failed, 0);
+  cr_expect_geq(s.tier[0].reclaim.demoted, (uint64_t)rt.moves * TM_CHUNK_SIZE / 2, "all its pages count");
+  rt_free(p, 16);
+}
+
+/* The kernel put the pages of a tier-1 chunk on node0 (a huge page it took
+ * from any node): numa_maps says so, and the next pass moves them down; a
+ * tier-1 chunk whose pages are on node1 is left alone. */
+Test(reclaim, pages_the_kernel_put_above_their_chunks_tier_are_moved_down)
+{
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=4M", NULL };
+  rt_limits(env);
+  void *p[16];
+  rt_fill(p, 16);
+  tm_chunk_t *above = NULL, *fine = NULL;
+  for (int k = 0; k < 16; k++) {
+    tm_chunk_t *c = tm_chunk_of(p[k]);
+    if (tm_chunk_tier(c) != 1 || tm_chunk_of((char *)p[k] + MiB - 1) != c) continue;
+    if (!above) above = c;
+    else if (c != above && !fine) fine = c;
+  }
+  cr_assert(above && fine, "two chunks placed on tier 1");
+  unsigned a = (unsigned)(above - tm_chunks), f = (unsigned)(fine - tm_chunks);
+  rt.left[a] = 0;
+  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);   /* every page on node0 */
+  char maps[512];
+  uintptr_t x = tm_chunk_addr(above), y = tm_chunk_addr(fine);
+  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n"
+           "%lx prefer:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n",
+           (unsigned long)(x < y ? x : y), (unsigned long)(x < y ? y : x));
+  if (x > y) {   /* the lines are in address order: swap what they say */
+    snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n"
+             "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n", (unsigned long)y, (unsigned long)x);
+  }
+  tmptree_put("proc/self/numa_maps", maps);
+  int moves = rt.moves;
+  tm_reclaim_pass();
+  cr_expect_eq(rt.stuck[a], 0, "its pages moved");
+  cr_expect_eq(rt.node[a], 1);
+  cr_expect_eq(rt.moves, moves + 1, "the chunk on node1 was not moved: %d moves", rt.moves - moves);
+  cr_expect_eq(tm_chunk_tier(above), 1);
+  tier_stats_t s = rt_stats();
+  cr_expect_eq(s.tier[0].reclaim.demoted, TM_CHUNK_SIZE, "its pages counted as demoted from tier 0");
+  (void)f;
   rt_free(p, 16);
 }
 
