@@ -268,6 +268,11 @@ static void rc_measure(rc_scan_t *s)
           atomic_store_explicit(&c->flags, (uint8_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
           tm_hotness_touch(c);
         }
+        /* A pinned chunk below tier 0: tier_pin's move lost a race with a
+         * move of reclaim's (EBUSY). Up at this pass, with the strays. */
+        if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_PIN) && t != 0 &&
+            s->nstray < sizeof s->stray / sizeof s->stray[0])
+          s->stray[s->nstray++] = c;
         if (!rc_movable(c)) continue;
         s->movable[t] += res[k];
         s->hist[t][rc_rank(c)]++;
@@ -990,6 +995,10 @@ uint64_t tm_reclaim_pass(void)
     tm_migrate_counts_t n = {0};
     tm_chunk_t *c = s.stray[i];
     unsigned t = tm_chunk_tier(c);
+    if (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_PIN) {
+      if (t != 0 && tm_migrate_chunk(c, 0, &n) == 0) rc_moved(c, t, 0, &n);
+      continue;
+    }
     if (t > 0 && tm_migrate_chunk(c, t, &n) == 0) {
       rc_add(&rc_demoted[t - 1], n.moved);
       rc_add(&rc_failed[t - 1], n.failed);

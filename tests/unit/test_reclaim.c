@@ -1022,6 +1022,26 @@ Test(reclaim, a_pinned_chunk_moves_to_the_top_tier_and_is_never_moved_down)
   rt_free(b, 8);
 }
 
+Test(reclaim, a_pin_whose_move_lost_a_race_is_moved_up_at_the_next_pass)
+{
+  void *b[4];
+  char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill_chunks(b, 4, 1);
+  char *env[] = { "TIERMALLOC_TOPTIER_MIN=4M", "TIERMALLOC_TOPTIER_MAX=4M", NULL };
+  rt_limits(env);
+  tm_chunk_t *c = tm_chunk_of(b[1]);
+  cr_assert(tm_chunk_hold(c), "held, as reclaim holds a chunk it moves");
+  cr_assert_eq(tm_pin(b[1], TM_CHUNK_SIZE), 0, "the pin is taken");
+  cr_expect_eq(tm_chunk_tier(c), 1, "its move found the chunk held (EBUSY)");
+  tm_chunk_release(c);
+  tm_reclaim_pass();
+  cr_expect_eq(tm_chunk_tier(c), 0, "moved up by the next pass");
+  cr_expect_eq(rt.node[rt_index(b[1])], 0, "its pages too");
+  cr_expect_eq(tm_unpin(b[1], TM_CHUNK_SIZE), 0);
+  rt_free(b, 4);
+}
+
 Test(reclaim, hints_make_chunks_young_or_cold)
 {
   void *b[3];
