@@ -9,8 +9,9 @@
  *           (or paged out) first; the accessed bits make it young again at
  *           its next use;
  *   pin     each chunk the range touches is moved to tier 0 now, if it is
- *           not there, and reclaim never moves it down nor pages it out, till
- *           unpinned. Pins are counted in whole chunks against tier 0's min:
+ *           not there (or by reclaim's next pass, when a move of its own
+ *           held the chunk), and reclaim never moves it down nor pages it
+ *           out, till unpinned. Pins are counted in whole chunks against tier 0's min:
  *           a pin that would take them past it is refused (ENOSPC) and
  *           changes nothing. A chunk is pinned or not: unpinning a range
  *           unpins every chunk it touches, even one another pin shares.
