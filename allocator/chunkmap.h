@@ -30,7 +30,7 @@
 
 #include "range.h"
 
-#define TM_CHUNK_SHIFT 21
+#define TM_CHUNK_SHIFT TM_OS_CHUNK_SHIFT
 #define TM_CHUNK_SIZE ((uintptr_t)1 << TM_CHUNK_SHIFT)
 
 typedef struct tm_chunk_s {

@@ -71,8 +71,8 @@ static int os_policy_of(void *p, size_t size, const tm_nodemask_t *nodes, int fi
 static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
                      unsigned flags)
 {
-  bool chunk = os_split && size == (size_t)1 << 21;
-  int marker = chunk && !((uintptr_t)p >> 21 & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
+  bool chunk = os_split && size == (size_t)1 << TM_OS_CHUNK_SHIFT;
+  int marker = chunk && !((uintptr_t)p >> TM_OS_CHUNK_SHIFT & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
   int mode_flags = chunk ? MPOL_F_STATIC_NODES : 0;
   int err = os_policy_of(p, size, nodes, first_node, mode_flags, marker, flags);
   if (err == EINVAL && marker >= 0) {
@@ -102,8 +102,8 @@ static int os_where(void *const *pages, int n, int *node)
 
 static int os_push(void *const *pages, int n, int node, int *status)
 {
-  int nodes[512];
-  if (n > 512) return EINVAL;
+  int nodes[((size_t)1 << TM_OS_CHUNK_SHIFT) / 4096];   /* a chunk's pages at most */
+  if (n < 0 || (size_t)n > sizeof nodes / sizeof *nodes) return EINVAL;
   for (int i = 0; i < n; i++) nodes[i] = node;
   long r = syscall(SYS_move_pages, 0, (unsigned long)n, pages, nodes, status, MPOL_MF_MOVE);
   return r < 0 ? errno : 0;

@@ -13,6 +13,10 @@
 
 #include "topology.h"
 
+/* The 2 MiB block the layers above work in (chunkmap.h's chunk): os.c tells
+ * a chunk's bind by its size and parity. */
+#define TM_OS_CHUNK_SHIFT 21
+
 typedef struct tm_os_s {
   /* Reserves size bytes of address space: PROT_NONE, MAP_NORESERVE, so it
    * costs no memory and no commit charge. *out receives the start. */
