@@ -21,14 +21,16 @@
  *           puts there; with VMTEST_PARTS set, one line per part too; the
  *           tiered bytes per node of /proc/self/numa_maps. With VMTEST_HOLD
  *           set it then prints "ready" and keeps the heap until its stdin
- *           ends (the test reads the cgroup meanwhile).
+ *           ends (the test reads the cgroup meanwhile). With
+ *           VMTEST_MISPLACE_MIB set, before the stats it moves that much of
+ *           tier 1's blocks to tier 0's node (move_pages, as the kernel's
+ *           fallback of a huge page from a fragmented node puts them) and
+ *           prints "misplace pages=<moved> back_ms=<ms until none is left there,
+ *           or -1 after 5 s>".
  *   phases: 64 MiB in 4 MiB blocks, touched, all on tier 0 ("A" line); then
  *           commands on stdin, each answered by one line (see child_phases).
- *   fragment: VMTEST_FRAG_MIB MiB bound to node VMTEST_FRAG_NODE on base
- *           pages, touched, every other page given back, the rest locked: the
- *           node keeps half of it free, in no block of 2 MiB. "ready", then holds it
- *           until stdin ends.
  */
+#include <numaif.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -197,28 +199,61 @@ static void child_print_tier_stats(const tier_stats_t *s, const child_parts_t *c
   }
 }
 
-static void child_fragment(void)
+static long long child_ms(void)
 {
-  size_t len = env_num("VMTEST_FRAG_MIB", 0) * VM_MIB;
-  unsigned long node = env_num("VMTEST_FRAG_NODE", 1), mask[2] = { 0, 0 };
-  if (len == 0 || node >= 128) { printf("error=bad fragment size or node\n"); return; }
-  mask[node / 64] = 1ul << (node % 64);
-  char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED || madvise(p, len, MADV_NOHUGEPAGE) != 0 ||
-      syscall(SYS_mbind, p, len, 2 /* MPOL_BIND */, mask, 129, 0) != 0) {
-    printf("error=fragment mmap/mbind\n");
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The one tier of every part of [p, p+len), or -1 when they differ or one
+ * is not placed. */
+static int child_block_tier(const char *p, size_t len)
+{
+  int t = tier_of(p);
+  for (const char *a = p; a < p + len; a = (const char *)(((uintptr_t)a | (2 * VM_MIB - 1)) + 1))
+    if (tier_of(a) != t) return -1;
+  return t == TIER_NONE ? -1 : t;
+}
+
+/* Moves up to mib MiB of the whole tier-1 blocks in keep[0..n) to tier 0's
+ * first node, then polls each 50 ms, up to 5 s, until none of their pages
+ * is left there; prints what it moved and how long that took. */
+static void child_misplace(char **keep, size_t n, size_t block, size_t mib)
+{
+  tier_stats_t s;
+  if (tier_count() < 2 || tier_stats_get(&s, sizeof s) != 0 || s.tier[0].nodes[0] == 0) {
+    printf("error=misplace needs two tiers\n");
     return;
   }
-  vm_touch(p, len);
-  for (size_t off = 0; off < len; off += 2 * 4096) madvise(p + off, 4096, MADV_DONTNEED);
-  /* The pages left locked where they are, so compaction does not gather
-   * the free ones again (with vm.compact_unevictable_allowed=0, which the
-   * test sets); on fault only, so the holes stay free. */
-  if (mlock2(p, len, MLOCK_ONFAULT) != 0) { printf("error=fragment mlock2\n"); return; }
-  printf("ready\n");
-  fflush(stdout);
-  char buf[64];
-  while (read(STDIN_FILENO, buf, sizeof buf) > 0) {}
+  int top = __builtin_ctzll(s.tier[0].nodes[0]);
+  enum { MAXP = 64 * 256 };   /* 64 MiB of 4 KiB pages */
+  static void *pages[MAXP];
+  static int nodes[MAXP], status[MAXP];
+  size_t np = 0, want = mib * VM_MIB / 4096;
+  for (size_t i = 0; i < n && np < want && np < MAXP; i++) {
+    if (child_block_tier(keep[i], block) != 1) continue;
+    for (size_t off = 0; off < block && np < want && np < MAXP; off += 4096) {
+      pages[np] = keep[i] + off;
+      nodes[np++] = top;
+    }
+  }
+  if (np == 0 || move_pages(0, np, pages, nodes, status, MPOL_MF_MOVE) < 0) {
+    printf("error=misplace move_pages (%zu pages)\n", np);
+    return;
+  }
+  size_t moved = 0;
+  for (size_t i = 0; i < np; i++) moved += status[i] == top;
+  long long t0 = child_ms(), back = -1;
+  while (child_ms() - t0 < 5000) {
+    struct timespec ts = { 0, 50 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+    if (move_pages(0, np, pages, NULL, status, 0) < 0) break;
+    size_t left = 0;
+    for (size_t i = 0; i < np; i++) left += status[i] == top;
+    if (left == 0) { back = child_ms() - t0; break; }
+  }
+  printf("misplace pages=%zu back_ms=%lld\n", moved, back);
 }
 
 static void child_heap(void)
@@ -235,6 +270,11 @@ static void child_heap(void)
     if (tier_of(keep[i]) == TIER_NONE) untiered++;
   }
   child_settle();
+  size_t misplace = env_num("VMTEST_MISPLACE_MIB", 0);
+  if (misplace) {
+    child_misplace(keep, n, block, misplace);
+    child_settle();
+  }
   static child_parts_t c;
   int parts = getenv("VMTEST_PARTS") != NULL;
   for (size_t i = 0; i < n; i++) child_count_parts(keep[i], block, &c, parts);
@@ -256,23 +296,6 @@ static void child_heap(void)
     while (read(STDIN_FILENO, buf, sizeof buf) > 0) {}
   }
   for (size_t i = 0; i < n; i++) free(keep[i]);
-}
-
-static long long child_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-/* The one tier of every part of [p, p+len), or -1 when they differ or one
- * is not placed. */
-static int child_block_tier(const char *p, size_t len)
-{
-  int t = tier_of(p);
-  for (const char *a = p; a < p + len; a = (const char *)(((uintptr_t)a | (2 * VM_MIB - 1)) + 1))
-    if (tier_of(a) != t) return -1;
-  return t == TIER_NONE ? -1 : t;
 }
 
 /* Pages of [p, p+len) on the nodes of tier t and elsewhere (touches it). */
@@ -419,7 +442,6 @@ __attribute__((constructor)) static void vm_child_main(void)
   else if (strcmp(mode, "thp") == 0) child_thp();
   else if (strcmp(mode, "heap") == 0) child_heap();
   else if (strcmp(mode, "phases") == 0) child_phases();
-  else if (strcmp(mode, "fragment") == 0) child_fragment();
   else printf("error=unknown mode %s\n", mode);
   fflush(stdout);
   _exit(0);
