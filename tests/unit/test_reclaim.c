@@ -1273,6 +1273,32 @@ static int rt_site_slot(tm_thread_t *t)
   return flags;
 }
 
+/* Chunks marked as a site's (site_measure counts them for its verdict). */
+static unsigned rt_site_chunks(void)
+{
+  unsigned n = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      n += atomic_load(&tm_chunk_of((void *)a)->site) != 0;
+  return n;
+}
+
+/* jemalloc takes a new arena's metadata block through its hooks; that
+ * chunk, written once and rarely read, aged into "cold" and gave a hot
+ * site a cold verdict (CI, 3tier). */
+Test(reclaim, a_site_arenas_metadata_is_not_counted_as_the_sites_memory)
+{
+  tm_thread_t t = rt_site_env();
+  rt_sample(&t, 0xa000, TM_SITE_MIN_SAMPLES, 16);
+  tm_site_evaluate();
+  uint64_t samples;
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
+  cr_assert_eq(apart, 1, "the site is on trial, its arena made");
+  cr_expect_eq(rt_site_chunks(), 0, "no chunk is the site's before it allocates");
+  tm_arena_thread_exit(&t);
+}
+
 Test(reclaim, a_site_on_trial_is_routed_to_chunks_of_its_own)
 {
   tm_thread_t t = rt_site_env();
