@@ -58,6 +58,7 @@ typedef struct tm_thread_s {
   unsigned tcache[TIER_MAX_TIERS];  /* explicit tcache + 1 for tier_malloc; 0: none */
   unsigned site_tcache[TM_SITE_ARENAS];  /* explicit tcache + 1 for each site arena; 0: none */
   uint32_t site_rand;          /* the thread's generator for sampling and trial shares (site.c) */
+  uint32_t site_skip;          /* calls of sites on trial to leave unrouted before the next (site.h) */
   int internal;                /* one of jemalloc's background threads */
   void (*deferred)(void);      /* run at the next allocation (tm_account_defer) */
   struct tm_thread_s *next, *prev;

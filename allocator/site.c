@@ -131,15 +131,19 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
 
 int tm_site_flags(tm_thread_t *t, const void *ra)
 {
-  unsigned k = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE);
+  unsigned k = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_ACQUIRE) & TM_SITE_ARENA;
   if (k == 0 || atomic_load_explicit(&st.trial_ra[k - 1], memory_order_relaxed) != ra) return 0;
-  /* Drawn, not counted: a count shared by the sites a thread calls, or one
-   * of a site's own, can stay out of phase with a program's calls (one hot
-   * block then five cold ones) and never route a site, or route only its
-   * calls of one kind. */
-  if (!atomic_load_explicit(&st.trial_cold[k - 1], memory_order_relaxed) &&
-      (site_rand(t) >> 8) % TM_SITE_TRIAL_SHARE != 0)
-    return 0;
+  /* The gaps are drawn, not fixed: a fixed count, shared by the sites a
+   * thread calls or one of a site's own, can stay out of phase with a
+   * program's calls (one hot block then five cold ones) and never route a
+   * site, or route only its calls of one kind. */
+  if (!atomic_load_explicit(&st.trial_cold[k - 1], memory_order_relaxed)) {
+    if (t->site_skip > 0) {   /* here for a sample, between two routed calls */
+      t->site_skip--;
+      return 0;
+    }
+    t->site_skip = (site_rand(t) >> 8) % (2 * TM_SITE_TRIAL_SHARE - 1);
+  }
   return tm_arena_site_flags(t, k - 1);
 }
 
@@ -189,7 +193,7 @@ static void site_spend(unsigned k)
 {
   trial_t *tr = &st.trial[k];
   unsigned h = tm_site_hash(tr->frames[0]);
-  if (__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) == k + 1)
+  if ((__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) & TM_SITE_ARENA) == k + 1)
     __atomic_store_n(&tm_site_filter[h], 0, __ATOMIC_RELAXED);
   atomic_store_explicit(&st.trial_ra[k], NULL, memory_order_relaxed);
   atomic_store_explicit(&st.trial_cold[k], false, memory_order_relaxed);
@@ -215,6 +219,9 @@ void tm_site_evaluate(void)
       tr->state = TRIAL_COLD;
       tm_arena_site_prefer(k, 1);
       atomic_store_explicit(&st.trial_cold[k], true, memory_order_relaxed);
+      unsigned h = tm_site_hash(tr->frames[0]);
+      if (__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) == k + 1)
+        __atomic_store_n(&tm_site_filter[h], (uint8_t)(k + 1) | TM_SITE_ALL, __ATOMIC_RELAXED);
     } else if (tr->state == TRIAL_ROUTED) {
       tr->reads += all[k] != 0;
       if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */

@@ -18,9 +18,10 @@
  *                life: an arena of its own whose extents are whole chunks
  *                (tm_chunk_t.site), so its memory shares no chunk with
  *                another site's and the accessed bits measure it apart.
- *                One of its calls in TM_SITE_TRIAL_SHARE goes to that
- *                arena, through a tcache of the thread's own: a sample of
- *                its memory, at an eighth of the cost of routing it all.
+ *                One of its calls in TM_SITE_TRIAL_SHARE, drawn, goes to
+ *                that arena, through a tcache of the thread's own: a sample
+ *                of its memory. The calls between stay on the fast path
+ *                (a count of the thread's, tm_site_take).
  *   verdict      after each scan that read the bits: a site on trial whose
  *                cold chunks hold at least TM_SITE_COLD_RATIO times the
  *                bytes of its hot ones (and a chunk or more) is cold: all its
@@ -55,7 +56,7 @@
 #define TM_SITE_MIN_SAMPLES 4  /* samples before a site is put on trial */
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
 #define TM_SITE_TRIAL 4        /* verdicts a site stays on trial without being found cold */
-#define TM_SITE_TRIAL_SHARE 8  /* a site on trial routes one call in this many (a power of two) */
+#define TM_SITE_TRIAL_SHARE 8  /* a site on trial routes one call in this many */
 #define TM_SITE_SLOTS 8        /* sites routed at once (on trial, or cold) */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */
 
@@ -68,8 +69,11 @@ _Static_assert(TM_SITE_SLOTS == TIER_STATS_SITES && TM_SITE_FRAMES == TIER_STATS
  * one compare with memory. */
 extern uint8_t tm_site_routing __attribute__((visibility("hidden")));
 
-/* Per return-address hash: the arena + 1 of a routed site that may have it, 0 none. */
+/* Per return-address hash: the arena + 1 of a routed site that may have it,
+ * with TM_SITE_ALL once it is found cold; 0 none. */
 extern uint8_t tm_site_filter[TM_SITE_FILTER] __attribute__((visibility("hidden")));
+#define TM_SITE_ALL 0x80u    /* every call routed (a cold verdict) */
+#define TM_SITE_ARENA 0x7fu  /* the arena + 1 */
 
 static inline unsigned tm_site_hash(const void *ra)
 {
@@ -101,12 +105,31 @@ static inline bool tm_site_routed(const void *ra)
          __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
 }
 
+/* The fast path's test: the call at ra should take the slow path to be
+ * routed. While no site is routed, one compare; else a hash and a byte of
+ * the filter; for a site on trial, the thread's skip count too: it leaves
+ * the calls between two routed ones on the fast path (the slow path draws
+ * the next count, uniform in [0, 2 TM_SITE_TRIAL_SHARE - 2]: one call in
+ * TM_SITE_TRIAL_SHARE routed, drawn, so no pattern of the program's calls
+ * stays in step with it). The count is the thread's, a plain store. */
+static inline bool tm_site_take(tm_thread_t *t, const void *ra)
+{
+  if (__builtin_expect(!__atomic_load_n(&tm_site_routing, __ATOMIC_RELAXED), 1)) return false;
+  unsigned f = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
+  if (f == 0) return false;
+  if ((f & TM_SITE_ALL) || t->site_skip == 0) return true;
+  t->site_skip--;
+  return false;
+}
+
 /* Options and state; after the options and hotness are initialised. */
 void tm_site_init(unsigned ntiers);
 
-/* MALLOCX flags of the arena of the site `ra` if it is routed, with the
- * thread's tcache for it; 0 otherwise (a plain malloc then). Off the fast
- * path. */
+/* MALLOCX flags of the arena of the site `ra` if this call is routed, with
+ * the thread's tcache for it; 0 otherwise (a plain malloc then). Off the
+ * fast path, for every call that reaches the slow path with tm_site_routed
+ * (a sample due, or tm_site_take): a site on trial routes the call only when
+ * the thread's skip count is spent, and draws the next. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
 /* Records a sample of `size` bytes at `ra` and sets t's countdown to the next.

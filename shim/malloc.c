@@ -77,13 +77,13 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
   return tm_count_alloc(t, p);
 }
 
-/* The fast path: a thread set up, no sample due and no site routed (or not
- * this caller's): jemalloc's malloc or calloc and the count. ra is the
+/* The fast path: a thread set up, no sample due and no call to route
+ * (tm_site_take): jemalloc's malloc or calloc and the count. ra is the
  * caller's return address, the site. */
 #define SHIM_SITED(n, size, zero, ra, expr)                                                       \
   do {                                                                                            \
     if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_count(&tm_tls, (n) * (size)) ||               \
-                    tm_site_routed(ra)))                                                          \
+                    tm_site_take(&tm_tls, ra)))                                                   \
       return shim_alloc_slow((n), (size), (zero), (ra));                                          \
     return tm_count_alloc(&tm_tls, (expr));                                                       \
   } while (0)

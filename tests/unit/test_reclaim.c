@@ -1258,6 +1258,21 @@ static unsigned rt_routed(tm_thread_t *t, uintptr_t ra, unsigned n, int *flags)
   return routed;
 }
 
+/* Of n calls at ra through the fast path's test, those it sends to the
+ * slow path; each must be routed there (the skip count leaves the others
+ * on the fast path, and only them). */
+static unsigned rt_taken(tm_thread_t *t, uintptr_t ra, unsigned n)
+{
+  unsigned taken = 0, routed = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (tm_site_take(t, (const void *)ra)) {
+      taken++;
+      routed += tm_site_flags(t, (const void *)ra) != 0;
+    }
+  cr_expect_eq(routed, taken, "every call the fast path lets through is routed: %u of %u", routed, taken);
+  return taken;
+}
+
 /* A trial for call site 0xa000; returns its MALLOCX flags. */
 static int rt_site_slot(tm_thread_t *t)
 {
@@ -1304,6 +1319,9 @@ Test(reclaim, a_site_on_trial_is_routed_to_chunks_of_its_own)
   tm_thread_t t = rt_site_env();
   int flags = rt_site_slot(&t);
   cr_expect_eq(rt_routed(&t, 0xa010, 64, NULL), 0, "another site is not routed");
+  unsigned taken = rt_taken(&t, 0xa000, 8000);
+  cr_expect(taken >= 800 && taken <= 1200, "the fast path keeps all but about one call in %d: %u of 8000 left it",
+            TM_SITE_TRIAL_SHARE, taken);
   cr_expect(!tm_site_routed((const void *)0xa010) || tm_site_hash((const void *)0xa010) == tm_site_hash((const void *)0xa000),
             "the filter passes other calls on the fast path");
   void *p = tmje_mallocx(100, flags), *q = tmje_mallocx(100, MALLOCX_TCACHE_NONE);
@@ -1363,6 +1381,7 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(n)), 1, "new memory placed below");
   cr_expect_eq(rt.moves, moves, "without a migration");
   cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 64, "cold: every call routed");
+  cr_expect_eq(rt_taken(&t, 0xa000, 64), 64, "cold: every call leaves the fast path");
   tm_site_info_t info;
   cr_assert_eq(tm_site_list(&info, 1), 1);
   cr_expect(info.cold_verdict);
@@ -1372,6 +1391,7 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is
   tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(cold, 0, "hot again");
   cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "back to the shared arenas");
+  cr_expect_eq(rt_taken(&t, 0xa000, 64), 0, "on the fast path again");
   void *m = tmje_mallocx(TM_CHUNK_SIZE, flags);
   cr_assert_not_null(m);
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(m)), 0, "what its arena still places goes on top again");
