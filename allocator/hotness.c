@@ -20,6 +20,7 @@ static struct {
   int source;
   char root[TM_KFILE_PATH_MAX / 2];
   uint64_t interval_ns, last_ns;
+  uint64_t window_ns;   /* TIERMALLOC_HOTNESS_WINDOW_MS; 0: the bits gather over the interval */
   unsigned reads;   /* scans that read the bits since the source was chosen */
   _Atomic uint16_t read_tick;   /* the clock at the last scan that read them */
   _Atomic bool tracking;
@@ -158,6 +159,14 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   atomic_store_explicit(&hn.scanned, false, memory_order_relaxed);
   uint64_t ms = tm_option(TM_OPTION_HOTNESS_INTERVAL_MS)->num;
   hn.interval_ns = (ms < 100 ? 100 : ms) * 1000000ull;
+  uint64_t win = tm_option(TM_OPTION_HOTNESS_WINDOW_MS)->num * 1000000ull;
+  uint64_t win_max = hn.interval_ns / 3 < 1000000000ull ? hn.interval_ns / 3 : 1000000000ull;
+  if (win > win_max) {
+    tm_warn("TIERMALLOC_HOTNESS_WINDOW_MS=%llu is more than a third of the interval or 1 s; using %llu",
+            (unsigned long long)(win / 1000000u), (unsigned long long)(win_max / 1000000u));
+    win = win_max;
+  }
+  hn.window_ns = win;
   int want = (int)tm_option(TM_OPTION_HOTNESS)->num;
   hn.source = want == HN_AUTO ? (hn_accessed_available() ? HN_ACCESSED : HN_COMMIT_AGE) : want;
   if (want == HN_ACCESSED && !hn_accessed_available()) {
@@ -255,9 +264,21 @@ bool tm_hotness_scan(tm_scan_pace_t pace)
   uint64_t gap = pace == TM_SCAN_SOON ? TM_HOTNESS_SOON_MS * 1000000ull
                                       : (pace == TM_SCAN_BUSY ? 2 : 1) * hn.interval_ns;
   if (hn.last_ns && now - hn.last_ns < gap) return false;
-  bool first = hn.last_ns == 0;
+  bool first = hn.last_ns == 0 && hn.window_ns == 0;   /* nothing gathered yet to read */
   hn.last_ns = now;
-  if ((!first && !hn_read_referenced()) || !hn_clear()) {
+  bool ok;
+  if (hn.window_ns) {
+    /* Cleared, then read a window later: only what is used within it. The
+     * reclaim thread waits; the bits gather unread for the rest of the
+     * interval. */
+    struct timespec w = { (time_t)(hn.window_ns / 1000000000u), (long)(hn.window_ns % 1000000000u) };
+    ok = hn_clear();
+    while (ok && nanosleep(&w, &w) != 0 && errno == EINTR) {}
+    ok = ok && hn_read_referenced();
+  } else {
+    ok = (first || hn_read_referenced()) && hn_clear();
+  }
+  if (!ok) {
     tm_warn("the accessed bits cannot be read or cleared (/proc/self/smaps, clear_refs); "
             "using the commit age");
     hn.source = HN_COMMIT_AGE;

@@ -17,6 +17,11 @@
  *               at the cost of one write fault per page written in the next
  *               interval. Both clears are process-wide: the kernel's own
  *               view of the process's accessed pages restarts with them.
+ *               Under a heavy load every chunk is used within an interval,
+ *               and all look alike; with HOTNESS_WINDOW_MS the bits are
+ *               cleared and read that much later (the reclaim thread waits
+ *               for it in the scan), so only the chunks used within the
+ *               window are young.
  *   commit-age  the time since the allocator last committed memory in the
  *               chunk (jemalloc handed it out fresh, or reused it after
  *               giving its pages back). It sees allocation, not access: long-

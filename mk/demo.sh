@@ -9,6 +9,9 @@
 #      high of about 100 MiB): tiermalloc's reclaim thread demotes the
 #      coldest chunks to the CXL node within a second or two, and, with
 #      TIERMALLOC_TIER1_HIGH=24M, pages the coldest of those out to zram;
+#      meanwhile a thread reads the first 10,000 records made (the oldest
+#      memory: what the commit age would take first), and the program then
+#      asks the kernel (move_pages) where they are, and where the others are;
 #   3. the program checks its records (same digest) and exits.
 # It prints the derived budgets and why, the kernel's count of the process's
 # memory per node before and after (numa_maps), and tiermalloc's table at
@@ -23,9 +26,12 @@ work=${TMPDIR:-/tmp}/tiermalloc-demo
 mkdir -p "$work"
 py=$(command -v /usr/bin/python3 || command -v python3)
 cat > "$work/demo.py" <<'PY'
-import hashlib, os, random, time
+import ctypes, hashlib, os, random, threading, time
 random.seed(42)
 rows = [(random.randrange(10**8), "row-%d" % i, [i] * 4) for i in range(400000)]
+# The hot records: the first 10,000 made, so the oldest memory of the heap
+# (what the commit age would call coldest), read all through the lowering.
+hot, cold = rows[:10000], rows[10000::9]
 index = {name: key for key, name, _ in rows}
 rows.sort()
 
@@ -55,6 +61,30 @@ def swapped():
             return line.split(None, 1)[1].strip()
     return "?"
 
+numa = ctypes.CDLL("libnuma.so.1")
+numa.move_pages.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.POINTER(ctypes.c_void_p),
+                            ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.c_int), ctypes.c_int]
+def where(records, top):
+    """Share of the records' objects (tuple, name, list) whose page is on
+    node `top`, asked of the kernel with move_pages(2), 4000 records at most."""
+    objs = [id(o) for r in records[::max(1, len(records) // 4000)] for o in (r, r[1], r[2])]
+    n = len(objs)
+    pages = (ctypes.c_void_p * n)(*[a & ~4095 for a in objs])
+    status = (ctypes.c_int * n)()
+    if numa.move_pages(0, n, pages, None, status, 0) != 0:
+        return "move_pages failed"
+    on = sum(1 for s in status if s == top)
+    out = sum(1 for s in status if s < 0)
+    return "%.0f %% on node%d%s" % (100.0 * on / n, top, ", %.1f %% not resident" % (100.0 * out / n) if out else "")
+
+reading = True
+def reader():
+    x = 0
+    while reading:
+        for key, name, l in hot:
+            x += key + l[0] + len(name)
+threading.Thread(target=reader, daemon=True).start()
+
 before = digest()
 print("sorted %d records, indexed %d names, digest %s" % (len(rows), len(index), before))
 print("the kernel (numa_maps) with the records live: " + per_node())
@@ -64,6 +94,9 @@ if cg:
     print("lowered %s/memory.high to 300M; waiting 3 s" % cg)
     time.sleep(3)
     print("the kernel (numa_maps) 3 s later: %s; swapped out (VmSwap): %s" % (per_node(), swapped()))
+reading = False
+print("where the records are now (move_pages): the hot ones (the first 10,000 made, read all the "
+      "while): %s; the other 390,000: %s" % (where(hot, 0), where(cold, 0)))
 after = digest()
 print("records checked after reclaim: digest %s, %s" % (after, "intact" if after == before else "CHANGED"))
 PY

@@ -7,6 +7,7 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -164,6 +165,55 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   tm_hotness_tick();
   cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   cr_expect(!(atomic_load(&c[0].flags) & (TM_CHUNK_SEEN | TM_CHUNK_STEADY)), "unseen clears both");
+}
+
+static uint64_t hn_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* With a window the bits are cleared, and read that much later in the same
+ * scan: the first scan reads already, and only what the window gathered. */
+Test(hotness, a_window_clears_the_bits_and_reads_them_that_much_later)
+{
+  hn_kernel_offers_it();
+  char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=300", "TIERMALLOC_HOTNESS_WINDOW_MS=50", NULL };
+  hn_options(env, 64);
+  uintptr_t lo = tm_range_lo(0);
+  tm_chunk_t *c = tm_chunk_of((void *)lo);
+  tm_hotness_tick();
+  uint16_t old = (uint16_t)(atomic_load(&tm_hotness_now) - 300);
+  for (int k = 0; k < 2; k++) atomic_store(&c[k].age, old);
+  char smaps[1024];
+  int n = hn_vma(smaps, sizeof smaps, lo, 1, 8);
+  hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 0);
+  tmptree_put("proc/self/smaps", smaps);
+  uint64_t t0 = hn_ms();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
+  cr_expect_geq(hn_ms() - t0, 50, "the scan waited out the window");
+  char buf[16] = "";
+  FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
+  cr_assert_not_null(f);
+  cr_expect_not_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  cr_expect_str_eq(buf, "14", "cleared before the read");
+  cr_expect_lt(tm_hotness_age(&c[0]), 2, "used within the window: young at the first scan");
+  cr_expect_geq(tm_hotness_age(&c[1]), 300, "not used: as old as before");
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "not again within the interval");
+}
+
+Test(hotness, a_window_beyond_a_third_of_the_interval_is_said_and_cut)
+{
+  hn_kernel_offers_it();
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=300",
+                  "TIERMALLOC_HOTNESS_WINDOW_MS=200", NULL };
+  capture_begin();
+  hn_options(env, 8);
+  const char *out = capture_end();
+  cr_expect_eq(capture_count_lines(out), 1, "%s", out);
+  cr_expect(strstr(out, "TIERMALLOC_HOTNESS_WINDOW_MS=200") && strstr(out, "using 100"), "%s", out);
 }
 
 Test(hotness, smaps_without_referenced_falls_back_to_the_commit_age_and_says_so)
