@@ -186,15 +186,22 @@ static unsigned site_routed(void)
   return n;
 }
 
+/* Sets the filter entry of trial k's site to v, if the entry is still
+ * trial k's (two sites can share a hash; the first routed keeps it). */
+static void site_filter_set(unsigned k, uint8_t v)
+{
+  unsigned h = tm_site_hash(st.trial[k].frames[0]);
+  if ((__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) & TM_SITE_ARENA) == k + 1)
+    __atomic_store_n(&tm_site_filter[h], v, __ATOMIC_RELAXED);
+}
+
 /* Ends trial k: its site's calls go back to the automatic arenas (the
  * arena keeps what the site allocated there till it is freed). Under the
  * lock. */
 static void site_spend(unsigned k)
 {
   trial_t *tr = &st.trial[k];
-  unsigned h = tm_site_hash(tr->frames[0]);
-  if ((__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) & TM_SITE_ARENA) == k + 1)
-    __atomic_store_n(&tm_site_filter[h], 0, __ATOMIC_RELAXED);
+  site_filter_set(k, 0);
   atomic_store_explicit(&st.trial_ra[k], NULL, memory_order_relaxed);
   atomic_store_explicit(&st.trial_cold[k], false, memory_order_relaxed);
   tm_arena_site_prefer(k, 0);
@@ -219,9 +226,7 @@ void tm_site_evaluate(void)
       tr->state = TRIAL_COLD;
       tm_arena_site_prefer(k, 1);
       atomic_store_explicit(&st.trial_cold[k], true, memory_order_relaxed);
-      unsigned h = tm_site_hash(tr->frames[0]);
-      if (__atomic_load_n(&tm_site_filter[h], __ATOMIC_RELAXED) == k + 1)
-        __atomic_store_n(&tm_site_filter[h], (uint8_t)(k + 1) | TM_SITE_ALL, __ATOMIC_RELAXED);
+      site_filter_set(k, (uint8_t)(k + 1) | TM_SITE_ALL);
     } else if (tr->state == TRIAL_ROUTED) {
       tr->reads += all[k] != 0;
       if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */

@@ -97,12 +97,18 @@ static inline bool tm_site_due(const tm_thread_t *t)
   return t->site_left >= TM_SITE_DUE;
 }
 
-/* The call at ra may be a routed site's: false at once while no site is;
- * else a hash and a byte of the filter (the slow path checks the site). */
+/* The filter's byte for the call at ra: 0 at once while no site is
+ * routed; else a hash and a byte of the filter. */
+static inline unsigned tm_site_filter_of(const void *ra)
+{
+  if (__builtin_expect(!__atomic_load_n(&tm_site_routing, __ATOMIC_RELAXED), 1)) return 0;
+  return __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
+}
+
+/* The call at ra may be a routed site's (the slow path checks the site). */
 static inline bool tm_site_routed(const void *ra)
 {
-  return __builtin_expect(__atomic_load_n(&tm_site_routing, __ATOMIC_RELAXED), 0) &&
-         __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
+  return tm_site_filter_of(ra) != 0;
 }
 
 /* The fast path's test: the call at ra should take the slow path to be
@@ -114,8 +120,7 @@ static inline bool tm_site_routed(const void *ra)
  * stays in step with it). The count is the thread's, a plain store. */
 static inline bool tm_site_take(tm_thread_t *t, const void *ra)
 {
-  if (__builtin_expect(!__atomic_load_n(&tm_site_routing, __ATOMIC_RELAXED), 1)) return false;
-  unsigned f = __atomic_load_n(&tm_site_filter[tm_site_hash(ra)], __ATOMIC_RELAXED);
+  unsigned f = tm_site_filter_of(ra);
   if (f == 0) return false;
   if ((f & TM_SITE_ALL) || t->site_skip == 0) return true;
   t->site_skip--;

@@ -113,6 +113,16 @@ static int hn_vma(char *buf, size_t size, uintptr_t lo, unsigned chunks, unsigne
                   (unsigned long)lo, (unsigned long)(lo + chunks * TM_CHUNK_SIZE), chunks * 2048, kb, kb, kb);
 }
 
+/* What the scans wrote to the tree's clear_refs, into buf. */
+static void hn_clear_refs_written(char *buf, size_t size)
+{
+  buf[0] = '\0';
+  FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
+  cr_assert_not_null(f);
+  cr_expect_not_null(fgets(buf, (int)size, f));
+  fclose(f);
+}
+
 Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
 {
   hn_kernel_offers_it();
@@ -133,11 +143,8 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   tmptree_put("proc/self/smaps", smaps);
   cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan clears");
   cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "not again within the interval");
-  char buf[16] = "";
-  FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
-  cr_assert_not_null(f);
-  cr_expect_not_null(fgets(buf, sizeof buf, f));
-  fclose(f);
+  char buf[16];
+  hn_clear_refs_written(buf, sizeof buf);
   cr_expect_str_eq(buf, "14", "accessed bits, then soft-dirty (the TLB flush)");
   cr_expect_geq(tm_hotness_age(&c[0]), 300, "the first scan reads nothing");
   usleep(110 * 1000);
@@ -193,11 +200,8 @@ Test(hotness, a_window_clears_the_bits_and_reads_them_that_much_later)
   uint64_t t0 = hn_ms();
   cr_expect(tm_hotness_scan(TM_SCAN_DUE));
   cr_expect_geq(hn_ms() - t0, 50, "the scan waited out the window");
-  char buf[16] = "";
-  FILE *f = fopen(tmptree_path("proc/self/clear_refs"), "r");
-  cr_assert_not_null(f);
-  cr_expect_not_null(fgets(buf, sizeof buf, f));
-  fclose(f);
+  char buf[16];
+  hn_clear_refs_written(buf, sizeof buf);
   cr_expect_str_eq(buf, "14", "cleared before the read");
   cr_expect_lt(tm_hotness_age(&c[0]), 2, "used within the window: young at the first scan");
   cr_expect_geq(tm_hotness_age(&c[1]), 300, "not used: as old as before");
