@@ -86,6 +86,12 @@ bool tm_hotness_steady(tm_chunk_t *c)
          (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STEADY);
 }
 
+unsigned tm_hotness_heat(tm_chunk_t *c)
+{
+  if (hn.source != HN_ACCESSED || tm_hotness_cold(c)) return 0;
+  return atomic_load_explicit(&c->heat, memory_order_relaxed);
+}
+
 bool tm_hotness_read_after(uint16_t tick)
 {
   if (hn.source != HN_ACCESSED) return true;
@@ -208,14 +214,42 @@ static bool hn_vma(const char *line, uint64_t *lo, uint64_t *hi)
   return sp && tm_text_parse_hex(line, dash, lo) == 0 && tm_text_parse_hex(dash + 1, sp, hi) == 0;
 }
 
-/* Touches each chunk that is a VMA of its own (os.h) with a page
- * referenced. false when smaps cannot be read or has no Referenced: field. */
+/* A "Field:   N kB" line's N, or 0. */
+static uint64_t hn_kb(const char *line, size_t field_len)
+{
+  const char *p = line + field_len, *e;
+  while (*p == ' ') p++;
+  for (e = p; *e >= '0' && *e <= '9'; e++) {}
+  uint64_t v = 0;
+  return e > p && tm_text_parse_u64(p, e, &v) == 0 ? v : 0;
+}
+
+/* What one read of the bits says of c: seen (some page referenced) or not,
+ * and its heat from `ref` of `rss` kB. */
+static void hn_saw(tm_chunk_t *c, uint64_t ref, uint64_t rss)
+{
+  bool seen = ref > 0;
+  uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
+  if (seen) g |= TM_CHUNK_SEEN | (f & TM_CHUNK_SEEN ? TM_CHUNK_STEADY : 0);
+  /* Only this thread changes these bits; others set and clear their own
+   * with atomic or/and, which a plain store here could undo: so or/and. */
+  if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint8_t)(g & ~f), memory_order_relaxed);
+  if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint8_t)~(f & ~g), memory_order_relaxed);
+  uint64_t now = rss == 0 ? 0 : ref >= rss ? TM_HOTNESS_HEAT_MAX : ref * TM_HOTNESS_HEAT_MAX / rss;
+  unsigned was = atomic_load_explicit(&c->heat, memory_order_relaxed);
+  atomic_store_explicit(&c->heat, (uint8_t)((was + now + 1) / 2), memory_order_relaxed);
+  if (seen) tm_hotness_touch(c);
+}
+
+/* Reads what the bits saw of each chunk that is a VMA of its own (hn_saw).
+ * false when smaps cannot be read or has no Referenced: field. */
 static bool hn_read_referenced(void)
 {
   char path[TM_KFILE_PATH_MAX], line[256];
   tm_kfile_lines_t r;
   if (hn_path(path, "smaps") != 0 || tm_kfile_lines_open(&r, path) != 0) return false;
   tm_chunk_t *c = NULL;   /* the chunk the current VMA is, if it is one */
+  uint64_t rss = 0;       /* its Rss: (kB), which smaps puts before Referenced: */
   bool seen = false;
   int cut, len;
   while ((len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
@@ -223,22 +257,13 @@ static bool hn_read_referenced(void)
     if (hn_vma(line, &lo, &hi)) {
       c = hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1)) ? tm_chunk_of((void *)(uintptr_t)lo)
                                                                    : NULL;
+      rss = 0;
       continue;
     }
+    if (c && strncmp(line, "Rss:", 4) == 0) rss = hn_kb(line, 4);
     if (strncmp(line, "Referenced:", 11) != 0) continue;
     seen = true;
-    const char *p = line + 11;
-    while (*p == ' ') p++;
-    if (c) {
-      bool ref = *p >= '1' && *p <= '9';
-      uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
-      if (ref) g |= TM_CHUNK_SEEN | (f & TM_CHUNK_SEEN ? TM_CHUNK_STEADY : 0);
-      /* Only this thread changes these bits; others set and clear their own
-       * with atomic or/and, which a plain store here could undo: so or/and. */
-      if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint8_t)(g & ~f), memory_order_relaxed);
-      if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint8_t)~(f & ~g), memory_order_relaxed);
-      if (ref) tm_hotness_touch(c);
-    }
+    if (c) hn_saw(c, hn_kb(line, 11), rss);
     c = NULL;
   }
   close(r.fd);

@@ -87,6 +87,16 @@ bool tm_hotness_hot(tm_chunk_t *c);
  * takes. Data written once (a fill) was seen at one read only. */
 bool tm_hotness_steady(tm_chunk_t *c);
 
+/* How hot c is, 0..TM_HOTNESS_HEAT_MAX: with the accessed bits, the share
+ * of its resident pages they saw at each read (smaps' Referenced: against
+ * Rss), averaged with the reads before (each read weighs half), so a chunk
+ * whose every page the program uses outranks one it uses a corner of;
+ * 0 for a cold chunk and for any other source. What orders chunks the bits
+ * all saw: under a load that uses every chunk within an interval the
+ * binary signal calls them all hot. */
+#define TM_HOTNESS_HEAT_MAX 255u
+unsigned tm_hotness_heat(tm_chunk_t *c);
+
 /* The accessed bits were read at a scan later than the clock's `tick`
  * (always true when they are not the source: nothing to wait for). */
 bool tm_hotness_read_after(uint16_t tick);

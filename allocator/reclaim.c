@@ -24,6 +24,8 @@
 
 enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's order */
 #define RC_BUCKETS 16                       /* ages by powers of two: 0, 1, 2-3, 4-7 ... ticks */
+#define RC_HEAT_RANKS 8                     /* chunks the accessed bits saw, by heat (rc_rank) */
+#define RC_RANKS (RC_HEAT_RANKS + RC_BUCKETS)
 #define RC_MS 1000000ull
 /* The budgets are derived again at least every RC_REFRESH periods (a move
  * to another cgroup, the nodes' sizes, and the limits of ancestors above
@@ -93,7 +95,7 @@ typedef struct rc_scan_s {
   uint64_t resident[TIER_MAX_TIERS];            /* bytes, mincore */
   uint64_t budgeted[TIER_MAX_TIERS];            /* of which in the budgets (not start-up metadata) */
   uint64_t movable[TIER_MAX_TIERS];             /* of which in chunks reclaim may move */
-  uint32_t hist[TIER_MAX_TIERS][RC_BUCKETS];    /* movable chunks by age bucket */
+  uint32_t hist[TIER_MAX_TIERS][RC_RANKS];      /* movable chunks by rank (rc_rank) */
   uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
   tm_chunk_t *stray[64];
   unsigned nstray;
@@ -220,15 +222,18 @@ static unsigned rc_bucket(unsigned age)
   return b;
 }
 
-/* The order demotion and pageout take chunks in, the highest first: the
- * log2 of the age, and 0 for a chunk the accessed bits saw in the last
- * interval, behind every chunk they did not see. By the age alone, such a
- * chunk, stamped at a scan a busy pass had put off, shared a bucket with
- * unseen ones stamped a little earlier, and went in address order with them
- * (in CI, 6 of 10 hot chunks demoted before 15 cold ones). */
+/* The order demotion and pageout take chunks in, the highest first: above
+ * RC_HEAT_RANKS, the log2 of the age; below, the chunks the accessed bits
+ * saw in the last interval, behind every chunk they did not see, the least
+ * hot first (hottest: 0). By the age alone, such a chunk, stamped at a scan
+ * a busy pass had put off, shared a bucket with unseen ones stamped a little
+ * earlier, and went in address order with them (in CI, 6 of 10 hot chunks
+ * demoted before 15 cold ones); and under a load that sees every chunk in
+ * each interval, all went in address order. */
 static unsigned rc_rank(tm_chunk_t *c)
 {
-  return tm_hotness_hot(c) ? 0 : rc_bucket(tm_hotness_age(c));
+  if (!tm_hotness_hot(c)) return RC_HEAT_RANKS + rc_bucket(tm_hotness_age(c));
+  return RC_HEAT_RANKS - 1 - tm_hotness_heat(c) * RC_HEAT_RANKS / (TM_HOTNESS_HEAT_MAX + 1);
 }
 
 static bool rc_movable(tm_chunk_t *c)
@@ -613,16 +618,17 @@ static bool rc_room_take(rc_room_t *room, uint64_t res, uint64_t bytes)
  * coldest of t (pageout), until `want` bytes are done (as used or as pages,
  * whichever a chunk frees more of, for demotion; pages for pageout), within
  * `room` (protection: a chunk that does not fit is passed over), and taking
- * chunks the accessed bits saw in the last interval (rank 0) only while
- * fewer than `seen_until` bytes are done. Returns the bytes done. */
+ * chunks the accessed bits saw in the last interval (ranks below
+ * RC_HEAT_RANKS) only while fewer than `seen_until` bytes are done. Returns
+ * the bytes done. */
 static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, bool pageout,
                        uint64_t seen_until)
 {
   uint64_t done = 0;
   bool tight = s->boundaries >= rc.vma_limit;
-  for (unsigned b = RC_BUCKETS; b-- > 0 && done < want;) {
+  for (unsigned b = RC_RANKS; b-- > 0 && done < want;) {
     if (s->hist[t][b] == 0) continue;
-    uint64_t upto = b == 0 && seen_until < want ? seen_until : want;
+    uint64_t upto = b < RC_HEAT_RANKS && seen_until < want ? seen_until : want;
     for (unsigned i = 0; i < tm_ranges.n && done < upto; i++) {
       for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < upto; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);
@@ -659,7 +665,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
         }
         rc_moved(c, t, t + 1, &n);
         s->hist[t][b]--;
-        s->hist[t + 1][0]++;
+        s->hist[t + 1][rc_rank(c)]++;
         s->boundaries += 2;   /* at most; the next pass counts them again */
         /* What it took off the tier, counted as the budget counts it or as
          * the pages it moved, whichever is more. */
@@ -773,55 +779,107 @@ static uint64_t rc_room_below_high(unsigned t)
   return target > used ? target - used : 0;
 }
 
-/* The coldest movable chunk of tier t that the accessed bits call cold and
- * that is settled, or NULL. */
-static tm_chunk_t *rc_coldest(unsigned t)
+/* An exchange moves a chunk of a lower tier up in place of one of the tier
+ * above only when its heat is this much above the other's, counted in
+ * TM_HOTNESS_HEAT_MAX (a quarter of the lower one's heat, and at least
+ * RC_EXCHANGE_MARGIN): two chunks about as hot stay where they are. */
+#define RC_EXCHANGE_MARGIN 16u
+
+static bool rc_hotter(unsigned up, unsigned down)
 {
-  tm_chunk_t *best = NULL;
-  unsigned best_age = 0;
+  unsigned margin = down / 4 > RC_EXCHANGE_MARGIN ? down / 4 : RC_EXCHANGE_MARGIN;
+  return up > down + margin;
+}
+
+/* The chunks of tier t that one of heat `heat` may take the place of:
+ * movable and settled, and either called cold by the accessed bits or well
+ * below that heat (rc_hotter). Up to `max` of them into out[], the coldest
+ * first (the lowest heat, then the oldest); returns how many. */
+#define RC_EXCHANGE_MAX 4u
+static unsigned rc_colder(unsigned t, unsigned heat, tm_chunk_t **out, unsigned max)
+{
+  unsigned n = 0, key_heat[RC_EXCHANGE_MAX], key_age[RC_EXCHANGE_MAX];
+  if (max > RC_EXCHANGE_MAX) max = RC_EXCHANGE_MAX;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_cold(c) || !rc_settled(c)) continue;
-      unsigned age = tm_hotness_age(c);
-      if (!best || age > best_age) {
+      if (tm_chunk_tier(c) != t || !rc_movable(c) || !rc_settled(c)) continue;
+      unsigned h = tm_hotness_heat(c), age = tm_hotness_age(c);
+      if (!tm_hotness_cold(c) && !rc_hotter(heat, h)) continue;
+      unsigned k = n;   /* insertion into the sorted out[], the last dropped when full */
+      while (k > 0 && (h < key_heat[k - 1] || (h == key_heat[k - 1] && age > key_age[k - 1]))) k--;
+      if (k == max) continue;
+      for (unsigned j = (n < max ? n : max - 1); j > k; j--) {
+        out[j] = out[j - 1];
+        key_heat[j] = key_heat[j - 1];
+        key_age[j] = key_age[j - 1];
+      }
+      out[k] = c;
+      key_heat[k] = h;
+      key_age[k] = age;
+      if (n < max) n++;
+    }
+  return n;
+}
+
+/* The hottest movable, settled chunk of tier t the accessed bits saw at each
+ * of their last two reads (a fill seen once does not move up: in CI it
+ * brought cold chunks up, which then sat out the cool-down on top), or
+ * NULL. */
+static tm_chunk_t *rc_hottest(unsigned t)
+{
+  tm_chunk_t *best = NULL;
+  unsigned best_heat = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_steady(c) || !rc_settled(c)) continue;
+      unsigned h = tm_hotness_heat(c);
+      if (!best || h > best_heat) {
         best = c;
-        best_age = age;
+        best_heat = h;
       }
     }
   return best;
 }
 
-/* Moves the hot chunks of tier t (>= 1) up to t-1, at most `want` bytes:
- * into the room under t-1's high (less the hysteresis), and, when t-1 has
- * none, in exchange for a cold chunk of t-1 (demoted to t first; the tier's
- * usage stays as it was, so its min and low are kept). Only chunks the
- * accessed bits saw at each of their last two reads move up (a fill seen
- * once does not: in CI it brought cold chunks up, which then sat out the
- * cool-down on top), only cold ones move down,
- * and none that moved in the last RC_COOLDOWN_TICKS. Returns the bytes
+/* Moves the hot chunks of tier t (>= 1) up to t-1, the hottest first, at
+ * most `want` bytes: into the room under t-1's high (less the hysteresis),
+ * and, when t-1 has none, in exchange for a colder chunk of t-1
+ * (rc_colder; demoted to t first, so the tier's usage stays as it was and
+ * its min and low are kept). None that moved in the last RC_COOLDOWN_TICKS
+ * moves, and a chunk that failed to move waits as long. Returns the bytes
  * promoted. */
 static uint64_t rc_promote(unsigned t, uint64_t want)
 {
   uint64_t done = 0;
-  for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
-    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
-      tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_steady(c) || !rc_settled(c)) continue;
-      uint64_t bytes = tm_chunk_bytes(c);
-      tm_migrate_counts_t n = {0};
-      /* Cold chunks out until it fits (a few: the tier may stand a little
-       * above the mark, and chunks hold different amounts). */
-      for (unsigned k = 0; rc_room_below_high(t - 1) < bytes; k++) {
-        tm_chunk_t *cold = k < 4 ? rc_coldest(t - 1) : NULL;
-        if (!cold || tm_migrate_chunk(cold, t, &n) != 0) return done;   /* full of hot data */
-        rc_moved(cold, t - 1, t, &n);
+  tm_chunk_t *c;
+  while (done < want && (c = rc_hottest(t)) != NULL) {
+    uint64_t bytes = tm_chunk_bytes(c);
+    tm_migrate_counts_t n = {0};
+    /* Colder chunks out until it fits (a few: the tier may stand a little
+     * above the mark, and chunks hold different amounts), and none unless
+     * those found make room: an exchange that cannot finish moves nothing. */
+    uint64_t room = rc_room_below_high(t - 1);
+    if (room < bytes) {
+      tm_chunk_t *cold[RC_EXCHANGE_MAX];
+      unsigned nc = rc_colder(t - 1, tm_hotness_heat(c), cold, RC_EXCHANGE_MAX), k = 0;
+      uint64_t freed = 0;
+      while (k < nc && room + freed < bytes) freed += tm_chunk_bytes(cold[k++]);
+      if (room + freed < bytes) return done;   /* as hot as the tier above */
+      for (unsigned j = 0; j < k; j++) {
+        if (tm_migrate_chunk(cold[j], t, &n) != 0) return done;
+        rc_moved(cold[j], t - 1, t, &n);
         n = (tm_migrate_counts_t){0};
       }
-      if (tm_migrate_chunk(c, t - 1, &n) != 0) continue;
-      rc_moved(c, t, t - 1, &n);
-      done += bytes;
     }
+    if (tm_migrate_chunk(c, t - 1, &n) != 0) {
+      tm_hotness_moved(c);
+      continue;
+    }
+    rc_moved(c, t, t - 1, &n);
+    done += bytes;
+  }
   return done;
 }
 

@@ -29,11 +29,13 @@
  * interval ("t= share= oracle= chunk_oracle= top_mib= accesses="), then the
  * summary:
  *   tierq policy= heap_mib= budget_mib= share= oracle= of_oracle=
- *         chunk_oracle= top_mib= acc_per_s= follow_s=
+ *         chunk_oracle= top_mib= acc_per_s= follow_s= unit16k= unit64k= unit256k= unit1m= unit2m=
  * share, the oracles and top_mib: the mean of the last three intervals before the
  * phase change; acc_per_s: accesses a second over the same span; follow_s:
  * seconds after the change until the share came within 90 % of the new
- * oracle's (-1: not within the run).
+ * oracle's (-1: not within the run); unitN: the heat the hottest budget's
+ * worth of aligned N-byte blocks hold, as a share of the oracle's (the best
+ * placement in units of N can do), for the first ranks.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -187,38 +189,47 @@ static double tq_oracle(const tq_page_t *pg, size_t n, size_t budget_pages)
   return sum;
 }
 
-/* The heat the hottest budget's worth of 2 MiB chunks (aligned blocks of the
- * address space, as tiermalloc's) hold: the best a placement that moves
- * whole chunks can do. pg is sorted by address. */
-static double tq_chunk_oracle(const tq_page_t *pg, size_t n, size_t budget_pages)
+typedef struct {
+  double density;   /* heat per page */
+  size_t pages;
+} tq_unit_t;
+
+static int tq_cmp_density_desc(const void *a, const void *b)
 {
-  const uintptr_t chunk = 2ul << 20;
-  double *h = malloc(n * sizeof *h), sum = 0;
-  size_t *pages = malloc(n * sizeof *pages), m = 0;
-  if (!h || !pages) exit(2);
+  double x = ((const tq_unit_t *)a)->density, y = ((const tq_unit_t *)b)->density;
+  return (x < y) - (x > y);
+}
+
+/* The heat the hottest budget's worth of aligned `unit`-byte blocks of the
+ * address space hold: the best a placement that moves whole units can do
+ * (2 MiB: tiermalloc's chunks). pg is sorted by address. */
+static double tq_unit_oracle(const tq_page_t *pg, size_t n, size_t budget_pages, uintptr_t unit)
+{
+  tq_unit_t *u = malloc(n * sizeof *u);
+  size_t m = 0;
+  if (!u) exit(2);
   for (size_t i = 0; i < n; i++) {
-    if (i == 0 || pg[i].page / chunk != pg[i - 1].page / chunk) h[m] = 0, pages[m] = 0, m++;
-    h[m - 1] += pg[i].heat;
-    pages[m - 1]++;
+    if (i == 0 || pg[i].page / unit != pg[i - 1].page / unit) u[m++] = (tq_unit_t){ 0, 0 };
+    u[m - 1].density += pg[i].heat;
+    u[m - 1].pages++;
   }
-  /* Densest first (heat per page), whole chunks while they fit. */
-  for (size_t i = 0; i < m; i++) h[i] /= (double)pages[i];
-  size_t *order = malloc(m * sizeof *order);
-  if (!order) exit(2);
-  for (size_t i = 0; i < m; i++) order[i] = i;
-  for (size_t i = 1; i < m; i++)   /* insertion sort: a few hundred chunks */
-    for (size_t j = i; j > 0 && h[order[j]] > h[order[j - 1]]; j--) {
-      size_t t = order[j];
-      order[j] = order[j - 1], order[j - 1] = t;
-    }
+  /* Densest first, whole units while they fit. */
+  for (size_t i = 0; i < m; i++) u[i].density /= (double)u[i].pages;
+  qsort(u, m, sizeof *u, tq_cmp_density_desc);
+  double sum = 0;
   size_t left = budget_pages;
   for (size_t i = 0; i < m && left > 0; i++) {
-    size_t k = order[i], take = pages[k] < left ? pages[k] : left;
-    sum += h[k] * (double)take;
+    size_t take = u[i].pages < left ? u[i].pages : left;
+    sum += u[i].density * (double)take;
     left -= take;
   }
-  free(h), free(pages), free(order);
+  free(u);
   return sum;
+}
+
+static double tq_chunk_oracle(const tq_page_t *pg, size_t n, size_t budget_pages)
+{
+  return tq_unit_oracle(pg, n, budget_pages, 2ul << 20);
 }
 
 /* The heat of the pages on node 0, and how many there are. */
@@ -319,6 +330,15 @@ int main(int argc, char **argv)
   tq_page_t *pg = tq_pages(rank, &np);
   size_t budget_pages = (budget << 20) / TQ_PAGE;
   double oracle = tq_oracle(pg, np, budget_pages), chunk_oracle = tq_chunk_oracle(pg, np, budget_pages);
+  /* What a finer unit of placement could reach, as a share of the page
+   * oracle's (this heap's layout, the first ranks). */
+  static const struct { const char *name; uintptr_t bytes; } units[] = {
+    { "16k", 16u << 10 }, { "64k", 64u << 10 }, { "256k", 256u << 10 }, { "1m", 1u << 20 }, { "2m", 2u << 20 } };
+  char unit_line[160];
+  int ul = 0;
+  for (size_t k = 0; k < sizeof units / sizeof units[0]; k++)
+    ul += snprintf(unit_line + ul, sizeof unit_line - (size_t)ul, " unit%s=%.2f", units[k].name,
+                   oracle > 0 ? tq_unit_oracle(pg, np, budget_pages, units[k].bytes) / oracle : 0);
   printf("tierq objects=%zu heap_mib=%zu pages=%zu\n", tq_nobj, total >> 20, np);
   fflush(stdout);
 
@@ -367,9 +387,9 @@ int main(int argc, char **argv)
     ms += hist_share[k] / h, mt += hist_top[k] / h, mo += hist_oracle[k] / h, mc += hist_chunk[k] / h;
   double span = change - acc_t0;
   printf("tierq policy=%s heap_mib=%zu budget_mib=%zu share=%.3f oracle=%.3f of_oracle=%.2f chunk_oracle=%.3f "
-         "top_mib=%.1f acc_per_s=%.0f follow_s=%.1f\n",
+         "top_mib=%.1f acc_per_s=%.0f follow_s=%.1f%s\n",
          policy, total >> 20, budget, ms, mo, mo > 0 ? ms / mo : 0, mc, mt,
-         span > 0 ? (double)(acc_before - acc0) / span : 0, follow);
+         span > 0 ? (double)(acc_before - acc0) / span : 0, follow, unit_line);
   fflush(stdout);   /* memtier's exit tears its heaps down before stdio flushes */
   return 0;
 }

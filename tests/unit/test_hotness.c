@@ -174,6 +174,43 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
   cr_expect(!(atomic_load(&c[0].flags) & (TM_CHUNK_SEEN | TM_CHUNK_STEADY)), "unseen clears both");
 }
 
+/* The heat: the share of a chunk's resident pages referenced at each read,
+ * each read weighing half of what the chunk had. */
+Test(hotness, heat_is_the_share_of_resident_pages_referenced_averaged_over_reads)
+{
+  hn_kernel_offers_it();
+  char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  hn_options(env, 64);
+  uintptr_t lo = tm_range_lo(0);
+  tm_chunk_t *c = tm_chunk_of((void *)lo);
+  char smaps[1024];
+  const char *fmt = "%lx-%lx rw-p 00000000 00:00 0 \nRss:   %u kB\nReferenced:   %u kB\n";
+  int n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048);
+  n += snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
+                (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 256);
+  tmptree_put("proc/self/smaps", smaps);
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan clears");
+  cr_expect_eq(tm_hotness_heat(&c[0]), 0, "nothing read yet");
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
+  cr_expect_eq(tm_hotness_heat(&c[0]), 128, "every page: half of the full heat at the first read");
+  cr_expect_eq(tm_hotness_heat(&c[1]), 32, "a quarter of its pages: half of a quarter");
+  cr_expect_eq(tm_hotness_heat(&c[2]), 0, "not in smaps as a chunk: no heat");
+  n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048);
+  snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
+           (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 0);
+  tmptree_put("proc/self/smaps", smaps);
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
+  cr_expect_eq(tm_hotness_heat(&c[0]), 192, "used again: halfway up to the full heat");
+  cr_expect_eq(tm_hotness_heat(&c[1]), 16, "unused: halfway down");
+  char *age[] = { "TIERMALLOC_HOTNESS=commit-age", NULL };
+  hn_options(age, 64);
+  cr_expect_eq(tm_hotness_heat(&c[0]), 0, "no heat without the accessed bits");
+}
+
 static uint64_t hn_ms(void)
 {
   struct timespec ts;

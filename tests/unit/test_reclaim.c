@@ -719,6 +719,20 @@ static void rt_heat(void **b, int first, int last, bool hot)
   for (int i = first; i < last; i++) rt_heat_one(tm_chunk_of(b[i]), hot, now);
 }
 
+/* The chunks of blocks b[first..last) as hot as `heat` (hotness.h). */
+static void rt_set_heat(void **b, int first, int last, unsigned heat)
+{
+  for (int i = first; i < last; i++) atomic_store(&tm_chunk_of(b[i])->heat, (uint8_t)heat);
+}
+
+/* Every committed chunk as hot as `heat`. */
+static void rt_set_heat_all(unsigned heat)
+{
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      if (tm_chunk_bytes(tm_chunk_of((void *)a))) atomic_store(&tm_chunk_of((void *)a)->heat, (uint8_t)heat);
+}
+
 static unsigned rt_chunks_on(void **b, int first, int last, unsigned t)
 {
   unsigned n = 0;
@@ -862,18 +876,79 @@ static int rt_by_address(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* The accessed bits' scan late (a busy pass puts it off), so the chunks seen
- * at it are nearly as old as those not seen: old enough to share a log2
- * bucket of age with them. The unseen still go first, all of them, even from
- * higher addresses. */
-Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_one)
+/* A tier full of chunks the accessed bits all see (none cold, as under a
+ * load that touches every chunk in each interval): a chunk below much
+ * hotter than the least hot on top takes its place; one about as hot does
+ * not. */
+Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_below)
+{
+  void *all[9], *top[8], *p[16];
+  rt_accessed_tree();
+  char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
+  rt_limits(first);
+  rt_fill_chunks(all, 9, 0);
+  int ntop = 0;   /* those reclaim may move: start-up metadata can share a chunk */
+  for (int i = 0; i < 9; i++)
+    if (ntop < 8 && !(atomic_load(&tm_chunk_of(all[i])->flags) & TM_CHUNK_KEEP)) top[ntop++] = all[i];
+  cr_assert_eq(ntop, 8);
+  char *spill[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill_chunks(p, 16, 1);
+  /* Full: a chunk's worth short of high less the hysteresis (2 MiB). */
+  char high[64];
+  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    tm_hotness_scan(TM_SCAN_DUE);
+    usleep(110 * 1000);
+  }
+  rt_heat_all(true);
+  rt_set_heat_all(250);
+  rt_set_heat(top, 0, 2, 60);   /* the two least hot on top */
+  rt_set_heat(top, 2, 8, 230);
+  rt_set_heat(p, 0, 2, 240);    /* much hotter */
+  rt_set_heat(p, 2, 4, 70);     /* hotter, within the margin */
+  rt_heat(p, 4, 16, false);
+  rt_set_heat(p, 4, 16, 0);
+  uint64_t used0 = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 2, 0), 2, "the much hotter chunks went up");
+  cr_expect_eq(rt_chunks_on(p, 2, 16, 0), 0, "none about as hot as what is on top, none cold");
+  cr_expect_eq(rt_chunks_on(top, 0, 2, 1), 2, "the two least hot went down");
+  cr_expect_eq(rt_chunks_on(top, 2, 8, 0), 6, "the rest stayed");
+  cr_expect_leq(tm_policy_used(0), used0 + TM_CHUNK_SIZE, "tier 0 holds what it held");
+  cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 4 * MiB);
+  rt_free(p, 16);
+  rt_free(all, 9);
+}
+
+Test(reclaim, promotion_takes_the_hottest_chunks_first)
 {
   void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_RECLAIM_PROMOTE_RATE=40M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  rt_set_heat(p, 0, 4, 50);
+  rt_set_heat(p, 2, 3, 200);
+  rt_set_heat(p, 3, 4, 150);
+  tm_reclaim_pass();   /* the first pass accrues a tenth of a second: two chunks */
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(p[2])), 0, "the hottest went up");
+  cr_expect_eq(tm_chunk_tier(tm_chunk_of(p[3])), 0, "and the next");
+  cr_expect_eq(rt_chunks_on(p, 0, 2, 0), 0, "the least hot wait");
+  rt_free(p, 16);
+}
+
+/* 16 chunks on tier 0, p[] in address order, the accessed bits read often
+ * enough to tell cold, under a max `over` chunks below what tier 0 holds
+ * (returned). */
+static uint64_t rt_sorted_over_max(void **p, unsigned over)
+{
   rt_accessed_tree();
   rt_fill_chunks(p, 16, 0);
   qsort(p, 16, sizeof p[0], rt_by_address);
   char max[64];
-  uint64_t limit = tm_policy_used(0) - 8 * TM_CHUNK_SIZE;
+  uint64_t limit = tm_policy_used(0) - over * TM_CHUNK_SIZE;
   snprintf(max, sizeof max, "TIERMALLOC_TOPTIER_MAX=%llu", (unsigned long long)limit);
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", max, NULL };
   rt_limits(env);
@@ -882,6 +957,33 @@ Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_on
     tm_hotness_tick();
     tm_hotness_scan(TM_SCAN_DUE);
   }
+  return limit;
+}
+
+/* Every chunk of the tier seen in the last interval: demotion takes the least
+ * hot first, wherever they are. */
+Test(reclaim, among_chunks_all_seen_the_least_hot_are_demoted_first)
+{
+  void *p[16];
+  uint64_t limit = rt_sorted_over_max(p, 4);
+  rt_heat_all(true);
+  rt_set_heat_all(250);
+  rt_set_heat(p, 12, 16, 20);   /* the highest addresses, the least hot */
+  tm_reclaim_pass();
+  cr_expect_leq(tm_policy_used(0), limit, "down to the max");
+  cr_expect_eq(rt_chunks_on(p, 12, 16, 1), 4, "the least hot went down");
+  cr_expect_eq(rt_chunks_on(p, 0, 12, 0), 12, "the hotter, at lower addresses, stayed");
+  rt_free(p, 16);
+}
+
+/* The accessed bits' scan late (a busy pass puts it off), so the chunks seen
+ * at it are nearly as old as those not seen: old enough to share a log2
+ * bucket of age with them. The unseen still go first, all of them, even from
+ * higher addresses. */
+Test(reclaim, a_chunk_seen_in_the_last_interval_is_demoted_after_every_unseen_one)
+{
+  void *p[16];
+  uint64_t limit = rt_sorted_over_max(p, 8);
   uint16_t read = atomic_load(&tm_hotness_now), since = 0;
   while (since < 17) {   /* 17..31 ticks since the scan: bucket 5 */
     usleep(50 * 1000);

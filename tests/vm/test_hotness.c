@@ -42,7 +42,9 @@
  * them cold with tier_hint ("cold err="),
  * and at the end of input it checks the words: "check bad=<words that
  * differ> wbad=<words a writer found changed>". With VMTEST_HOTNESS_WRITE=1
- * the hot set is written (each word checked, then rewritten) instead of read.
+ * the hot set is written (each word checked, then rewritten) instead of read;
+ * with VMTEST_HOTNESS_WARM=1 the thread also reads one page in 16 of every
+ * other block, so the accessed bits see every chunk in each interval.
  * ====================================================================== */
 
 static uint64_t *hn_blk[HN_MAX_BLOCKS];
@@ -64,15 +66,22 @@ static uint64_t hn_word(size_t b, size_t k)
 }
 
 static bool hn_writes;               /* VMTEST_HOTNESS_WRITE=1: the hot set is written */
+static bool hn_warm;                 /* VMTEST_HOTNESS_WARM=1: the rest is read a little */
 static _Atomic size_t hn_wbad;       /* words a writer found changed before rewriting them */
 
 /* Reads (or checks and rewrites, with the same value) one word a page of
- * every hot block, in a loop. */
+ * every hot block, in a loop; with hn_warm, one word in 16 pages of the
+ * others too. */
 static void *hn_reader(void *arg)
 {
   volatile uint64_t sink = 0;
   while (!atomic_load_explicit(&hn_stop, memory_order_relaxed))
-    for (size_t b = atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n; b += HN_EVERY)
+    for (size_t b = hn_warm ? 0 : atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n;
+         b += hn_warm ? 1 : HN_EVERY) {
+      if (!hn_is_hot(b)) {
+        for (size_t k = 0; k < HN_BLOCK / 8; k += 16 * 4096 / 8) sink += hn_blk[b][k];
+        continue;
+      }
       for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) {
         if (!hn_writes) {
           sink += hn_blk[b][k];
@@ -82,6 +91,7 @@ static void *hn_reader(void *arg)
         if (hn_blk[b][k] != want) atomic_fetch_add(&hn_wbad, 1);
         ((volatile uint64_t *)hn_blk[b])[k] = want;
       }
+    }
   return arg;
 }
 
@@ -114,6 +124,8 @@ __attribute__((constructor)) static void hn_child_main(void)
   if (!mode || strcmp(mode, "child") != 0) return;
   const char *nb = getenv("VMTEST_HOTNESS_BLOCKS"), *wr = getenv("VMTEST_HOTNESS_WRITE");
   hn_writes = wr && wr[0] == '1';
+  const char *warm = getenv("VMTEST_HOTNESS_WARM");
+  hn_warm = warm && warm[0] == '1';
   hn_n = nb ? strtoul(nb, NULL, 10) : 60;
   if (hn_n > HN_MAX_BLOCKS) hn_n = HN_MAX_BLOCKS;
   for (size_t b = 0; b < hn_n; b++) {
@@ -254,14 +266,16 @@ static long long hn_heap_on0(const vm_topology_t *topo, const char *l)
   return (hn_on(topo, l, "hot", 0) + hn_on(topo, l, "cold", 0)) * 4096;
 }
 
-/* Runs the child under `hotness` with 60 blocks (20 MiB hot), lowers the
- * cgroup's memory.high to a tier-0 share of 40 MiB, and returns the share of
- * hot pages on tier 0 after reclaim has settled (at most 12 s). */
-static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const char **where)
+/* Runs the child under `hotness` (and `extra`, an environment entry) with
+ * 60 blocks (20 MiB hot), lowers the cgroup's memory.high to a tier-0 share
+ * of 40 MiB, and returns the share of hot pages on tier 0 after reclaim has
+ * settled (at most 12 s). */
+static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const char *extra,
+                          const char **where)
 {
   vm_caps_t c = vm_caps(topo);
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", (char *)hotness,
-                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", NULL };
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=500", (char *)extra, NULL };
   hn_spawn(env, "vmtest-hotness");
   const char *l = hn_where_now();
   long long hot = hn_kv(l, "hot");
@@ -299,15 +313,31 @@ Test(hotness, a_read_only_hot_set_stays_on_top_when_the_high_drops, .init = hn_i
 {
   const vm_topology_t *topo = vm_topology();
   const char *l;
-  double accessed = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=accessed", &l);
+  double accessed = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=accessed", NULL, &l);
   cr_expect(strstr(l, "signal=accessed") != NULL, "%s: not the accessed bits:\n%s", topo->name, child.buf);
   cr_expect_geq(accessed, 0.9, "%s: only %.0f %% of the read-only hot set kept on tier 0:\n%s", topo->name,
                 accessed * 100, child.buf);
   hn_end_intact();
-  double age = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=commit-age", &l);
+  double age = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=commit-age", NULL, &l);
   hn_end_intact();
   cr_log_info("%s: hot set kept on tier 0 under a 40 MiB share: accessed bits %.0f %%, commit age %.0f %%",
               topo->name, accessed * 100, age * 100);
+}
+
+/* Every chunk read in each interval (the hot set's every page, the rest's
+ * one page in 16): the accessed bits see them all, and only the heat (the
+ * share of pages seen) tells the hot set from the rest. */
+Test(hotness, the_heat_tells_the_hot_set_from_chunks_read_a_little, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  const char *l;
+  double kept = hn_hot_kept(topo, "TIERMALLOC_HOTNESS=accessed", "VMTEST_HOTNESS_WARM=1", &l);
+  cr_expect(strstr(l, "signal=accessed") != NULL, "%s: not the accessed bits:\n%s", topo->name, child.buf);
+  cr_expect_geq(kept, 0.9, "%s: only %.0f %% of the hot set kept on tier 0 beside warm chunks:\n%s",
+                topo->name, kept * 100, child.buf);
+  hn_end_intact();
+  cr_log_info("%s: hot set kept on tier 0 beside chunks read a little: %.0f %%", topo->name, kept * 100);
 }
 
 /* Polls the child until ≥ 90 % of its hot pages are on tier 0 (or ms
