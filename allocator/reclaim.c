@@ -794,29 +794,41 @@ static bool rc_hotter(unsigned up, unsigned down)
 /* The chunks of tier t that one of heat `heat` may take the place of:
  * movable and settled, and either called cold by the accessed bits or well
  * below that heat (rc_hotter). Up to `max` of them into out[], the coldest
- * first (the lowest heat, then the oldest); returns how many. */
+ * first (the lowest heat; then the fullest, as a chunk of a few KiB frees
+ * next to nothing; then the oldest); returns how many. */
 #define RC_EXCHANGE_MAX 4u
+typedef struct {
+  unsigned heat, age;
+  uint32_t bytes;
+} rc_victim_key_t;
+
+static bool rc_victim_before(const rc_victim_key_t *a, const rc_victim_key_t *b)
+{
+  if (a->heat != b->heat) return a->heat < b->heat;
+  if (a->bytes != b->bytes) return a->bytes > b->bytes;
+  return a->age > b->age;
+}
+
 static unsigned rc_colder(unsigned t, unsigned heat, tm_chunk_t **out, unsigned max)
 {
-  unsigned n = 0, key_heat[RC_EXCHANGE_MAX], key_age[RC_EXCHANGE_MAX];
+  unsigned n = 0;
+  rc_victim_key_t key[RC_EXCHANGE_MAX];
   if (max > RC_EXCHANGE_MAX) max = RC_EXCHANGE_MAX;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
       if (tm_chunk_tier(c) != t || !rc_movable(c) || !rc_settled(c)) continue;
-      unsigned h = tm_hotness_heat(c), age = tm_hotness_age(c);
-      if (!tm_hotness_cold(c) && !rc_hotter(heat, h)) continue;
-      unsigned k = n;   /* insertion into the sorted out[], the last dropped when full */
-      while (k > 0 && (h < key_heat[k - 1] || (h == key_heat[k - 1] && age > key_age[k - 1]))) k--;
-      if (k == max) continue;
-      for (unsigned j = (n < max ? n : max - 1); j > k; j--) {
+      rc_victim_key_t k = { tm_hotness_heat(c), tm_hotness_age(c), tm_chunk_bytes(c) };
+      if (!tm_hotness_cold(c) && !rc_hotter(heat, k.heat)) continue;
+      unsigned at = n;   /* insertion into the sorted out[], the last dropped when full */
+      while (at > 0 && rc_victim_before(&k, &key[at - 1])) at--;
+      if (at == max) continue;
+      for (unsigned j = (n < max ? n : max - 1); j > at; j--) {
         out[j] = out[j - 1];
-        key_heat[j] = key_heat[j - 1];
-        key_age[j] = key_age[j - 1];
+        key[j] = key[j - 1];
       }
-      out[k] = c;
-      key_heat[k] = h;
-      key_age[k] = age;
+      out[at] = c;
+      key[at] = k;
       if (n < max) n++;
     }
   return n;
