@@ -21,6 +21,7 @@ static struct {
   char root[TM_KFILE_PATH_MAX / 2];
   uint64_t interval_ns, last_ns;
   uint64_t window_ns;   /* TIERMALLOC_HOTNESS_WINDOW_MS; 0: the bits gather over the interval */
+  uint64_t read_due_ns; /* with a window: when the bits cleared at its start are read; 0: none */
   unsigned reads;   /* scans that read the bits since the source was chosen */
   _Atomic uint16_t read_tick;   /* the clock at the last scan that read them */
   _Atomic bool tracking;
@@ -160,6 +161,7 @@ void tm_hotness_init(const char *root, uint64_t max_split)
   hn.root[sizeof hn.root - 1] = '\0';
   hn.max_split = max_split;
   hn.last_ns = 0;
+  hn.read_due_ns = 0;
   tm_hotness_tick();   /* stamps from the start are of this clock, not of 0 */
   hn.reads = 0;
   atomic_store_explicit(&hn.scanned, false, memory_order_relaxed);
@@ -282,31 +284,46 @@ static bool hn_clear(void)
   return ok;
 }
 
+uint64_t tm_hotness_read_due(void)
+{
+  return hn.source == HN_ACCESSED ? hn.read_due_ns : 0;
+}
+
 bool tm_hotness_scan(tm_scan_pace_t pace)
 {
   if (hn.source != HN_ACCESSED) return false;
   uint64_t now = hn_now_ns();
-  uint64_t gap = pace == TM_SCAN_SOON ? TM_HOTNESS_SOON_MS * 1000000ull
-                                      : (pace == TM_SCAN_BUSY ? 2 : 1) * hn.interval_ns;
-  if (hn.last_ns && now - hn.last_ns < gap) return false;
-  bool first = hn.last_ns == 0 && hn.window_ns == 0;   /* nothing gathered yet to read */
-  hn.last_ns = now;
-  bool ok;
-  if (hn.window_ns) {
-    /* Cleared, then read a window later: only what is used within it. The
-     * reclaim thread waits; the bits gather unread for the rest of the
-     * interval. */
-    struct timespec w = { (time_t)(hn.window_ns / 1000000000u), (long)(hn.window_ns % 1000000000u) };
-    ok = hn_clear();
-    while (ok && nanosleep(&w, &w) != 0 && errno == EINTR) {}
-    ok = ok && hn_read_referenced();
+  bool ok, first = false;
+  if (hn.read_due_ns) {
+    /* A window is open: the bits are read at its end, not before. */
+    if (now < hn.read_due_ns) return false;
+    hn.read_due_ns = 0;
+    ok = hn_read_referenced();
   } else {
-    ok = (first || hn_read_referenced()) && hn_clear();
+    uint64_t gap = pace == TM_SCAN_SOON ? TM_HOTNESS_SOON_MS * 1000000ull
+                                        : (pace == TM_SCAN_BUSY ? 2 : 1) * hn.interval_ns;
+    if (hn.last_ns && now - hn.last_ns < gap) return false;
+    first = hn.last_ns == 0;   /* nothing gathered yet to read */
+    hn.last_ns = now;
+    if (hn.window_ns) {
+      /* Cleared now, read a window later (tm_hotness_read_due): only what
+       * is used within it. The bits gather unread for the rest of the
+       * interval. */
+      ok = hn_clear();
+      if (ok) {
+        hn.read_due_ns = now + hn.window_ns;
+        atomic_store_explicit(&hn.scanned, true, memory_order_relaxed);
+        return false;
+      }
+    } else {
+      ok = (first || hn_read_referenced()) && hn_clear();
+    }
   }
   if (!ok) {
     tm_warn("the accessed bits cannot be read or cleared (/proc/self/smaps, clear_refs); "
             "using the commit age");
     hn.source = HN_COMMIT_AGE;
+    hn.read_due_ns = 0;
     return false;
   }
   hn.reads += !first;

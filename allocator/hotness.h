@@ -19,9 +19,9 @@
  *               view of the process's accessed pages restarts with them.
  *               Under a heavy load every chunk is used within an interval,
  *               and all look alike; with HOTNESS_WINDOW_MS the bits are
- *               cleared and read that much later (the reclaim thread waits
- *               for it in the scan), so only the chunks used within the
- *               window are young.
+ *               cleared and read that much later (the reclaim thread wakes
+ *               for it: tm_hotness_read_due), so only the chunks used within
+ *               the window are young.
  *   commit-age  the time since the allocator last committed memory in the
  *               chunk (jemalloc handed it out fresh, or reused it after
  *               giving its pages back). It sees allocation, not access: long-
@@ -145,9 +145,15 @@ typedef enum tm_scan_pace_e {
 
 /* The reclaim thread, after each full pass: with the accessed source, at
  * `pace`, makes every chunk with a page accessed since the last scan young
- * and clears the bits again. A source that fails (clear_refs refused, smaps
- * without Referenced:) is said once and replaced by the commit age. Returns
- * true when it scanned. */
+ * and clears the bits again; with a window, clears them, and reads them at
+ * the first call after the window's end (tm_hotness_read_due). A source that
+ * fails (clear_refs refused, smaps without Referenced:) is said once and
+ * replaced by the commit age. Returns true when it read the bits, or first
+ * cleared them without a window. */
 bool tm_hotness_scan(tm_scan_pace_t pace);
+
+/* With a window open: when its bits are due to be read (CLOCK_MONOTONIC,
+ * ns), which the reclaim thread wakes for; 0: none open. */
+uint64_t tm_hotness_read_due(void);
 
 #endif

@@ -1020,13 +1020,14 @@ static void rc_cpu_account(void)
   rc.cpu_seen = c;
 }
 
-/* How long the thread may sleep now: RECLAIM_PERIOD_MIN_MS while a tier is
+/* How long the thread may sleep now (before a window of the accessed bits
+ * ends: rc_wait): RECLAIM_PERIOD_MIN_MS while a tier is
  * over a watermark; otherwise until the next full pass is due. While the
  * cgroup's own limits are read at each wake and a write to them cannot wake
  * the thread (no inotify), it wakes four times a period (at least every
  * RECLAIM_PERIOD_MIN_MS) to read them. Nothing else can cross a limit
  * between passes: new memory never lands above high. */
-static uint64_t rc_wait(uint64_t now)
+static uint64_t rc_wait_pass(uint64_t now)
 {
   if (rc.period == rc.period_min) return rc.period_min;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
@@ -1038,6 +1039,26 @@ static uint64_t rc_wait(uint64_t now)
   return rc.cg_watch && !woken && watch < wait ? watch : wait;
 }
 
+static uint64_t rc_wait(uint64_t now)
+{
+  uint64_t wait = rc_wait_pass(now), due = tm_hotness_read_due();
+  /* A window of the accessed bits ends first: the thread wakes to read them. */
+  if (due) {
+    uint64_t left = due > now + RC_MS ? due - now : RC_MS;
+    if (left < wait) return left;
+  }
+  return wait;
+}
+
+/* The accessed bits' scan (tm_hotness_scan), and what waits for a read. */
+static void rc_scan_hotness(tm_scan_pace_t pace)
+{
+  if (tm_hotness_scan(pace)) {
+    rc.want_bits = false;
+    tm_site_evaluate();
+  }
+}
+
 uint64_t tm_reclaim_pass(void)
 {
   uint64_t now = rc_now(CLOCK_MONOTONIC);
@@ -1045,6 +1066,8 @@ uint64_t tm_reclaim_pass(void)
   tm_hotness_tick();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
+    uint64_t due = tm_hotness_read_due();
+    if (due && now >= due) rc_scan_hotness(TM_SCAN_DUE);   /* a window's end */
     rc_cpu_account();
     return rc_wait(now);
   }
@@ -1162,10 +1185,7 @@ uint64_t tm_reclaim_pass(void)
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
    * read all the time from data written once before. */
-  if (tm_hotness_scan(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE)) {
-    rc.want_bits = false;
-    tm_site_evaluate();
-  }
+  rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
   rc_add(&rc_passes, 1);
   rc_cpu_account();
   return rc_wait(now);

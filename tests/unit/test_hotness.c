@@ -218,8 +218,9 @@ static uint64_t hn_ms(void)
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* With a window the bits are cleared, and read that much later in the same
- * scan: the first scan reads already, and only what the window gathered. */
+/* With a window the bits are cleared, and read at the first scan after the
+ * window's end (tm_hotness_read_due says when): only what the window
+ * gathered. No scan waits for it. */
 Test(hotness, a_window_clears_the_bits_and_reads_them_that_much_later)
 {
   hn_kernel_offers_it();
@@ -234,15 +235,25 @@ Test(hotness, a_window_clears_the_bits_and_reads_them_that_much_later)
   int n = hn_vma(smaps, sizeof smaps, lo, 1, 8);
   hn_vma(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 0);
   tmptree_put("proc/self/smaps", smaps);
+  cr_expect_eq(tm_hotness_read_due(), 0, "no window open");
   uint64_t t0 = hn_ms();
-  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
-  cr_expect_geq(hn_ms() - t0, 50, "the scan waited out the window");
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "the window opens: nothing read yet");
+  cr_expect_lt(hn_ms() - t0, 40, "the scan does not wait for the window");
   char buf[16];
   hn_clear_refs_written(buf, sizeof buf);
-  cr_expect_str_eq(buf, "14", "cleared before the read");
-  cr_expect_lt(tm_hotness_age(&c[0]), 2, "used within the window: young at the first scan");
+  cr_expect_str_eq(buf, "14", "cleared at the window's start");
+  uint64_t due = tm_hotness_read_due();
+  cr_expect_geq(due / 1000000, t0 + 49, "read due a window later");
+  cr_expect_leq(due / 1000000, hn_ms() + 50);
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "not read before the window's end");
+  cr_expect_geq(tm_hotness_age(&c[0]), 300);
+  usleep(60 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE), "read after the window's end");
+  cr_expect_eq(tm_hotness_read_due(), 0, "the window closed");
+  cr_expect_lt(tm_hotness_age(&c[0]), 2, "used within the window: young at the first read");
   cr_expect_geq(tm_hotness_age(&c[1]), 300, "not used: as old as before");
-  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "not again within the interval");
+  cr_expect(!tm_hotness_scan(TM_SCAN_DUE), "no new window within the interval");
 }
 
 Test(hotness, a_window_beyond_a_third_of_the_interval_is_said_and_cut)
