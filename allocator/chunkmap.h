@@ -40,7 +40,7 @@ typedef struct tm_chunk_s {
   _Atomic uint16_t age;        /* hotness.h: when the chunk was last used, as it defines use */
   _Atomic uint16_t moved;      /* hotness clock when reclaim last moved it up or down */
   _Atomic uint8_t site;        /* k + 1 of site arena k, whose chunk it is (site.h); 0: none */
-  _Atomic uint8_t heat;        /* hotness.h: the share of its pages the accessed bits see, 0..255 */
+  _Atomic uint8_t heat;        /* hotness.h: the share of its pages the accessed bits see, and a bit */
 } tm_chunk_t;
 
 /* Bits of tm_chunk_t.flags. */

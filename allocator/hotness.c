@@ -90,7 +90,13 @@ bool tm_hotness_steady(tm_chunk_t *c)
 unsigned tm_hotness_heat(tm_chunk_t *c)
 {
   if (hn.source != HN_ACCESSED || tm_hotness_cold(c)) return 0;
-  return atomic_load_explicit(&c->heat, memory_order_relaxed);
+  return atomic_load_explicit(&c->heat, memory_order_relaxed) & TM_HOTNESS_HEAT_MAX;
+}
+
+bool tm_hotness_graded(tm_chunk_t *c)
+{
+  return hn.source == HN_ACCESSED &&
+         !(atomic_load_explicit(&c->heat, memory_order_relaxed) & TM_HOTNESS_HEAT_HUGE);
 }
 
 bool tm_hotness_read_after(uint16_t tick)
@@ -226,20 +232,30 @@ static uint64_t hn_kb(const char *line, size_t field_len)
   return e > p && tm_text_parse_u64(p, e, &v) == 0 ? v : 0;
 }
 
-/* What one read of the bits says of c: seen (some page referenced) or not,
- * and its heat from `ref` of `rss` kB. */
-static void hn_saw(tm_chunk_t *c, uint64_t ref, uint64_t rss)
+/* What one read of the bits said of a chunk's VMA (kB). */
+typedef struct {
+  tm_chunk_t *c;   /* NULL: the VMA is not one chunk */
+  uint64_t rss, ref, huge;
+  bool read;       /* it had a Referenced: line */
+} hn_vma_read_t;
+
+/* What one read of the bits says of v->c: seen (some page referenced) or
+ * not, and its heat. */
+static void hn_saw(const hn_vma_read_t *v)
 {
-  bool seen = ref > 0;
+  tm_chunk_t *c = v->c;
+  if (!c || !v->read) return;
+  bool seen = v->ref > 0;
   uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
   if (seen) g |= TM_CHUNK_SEEN | (f & TM_CHUNK_SEEN ? TM_CHUNK_STEADY : 0);
   /* Only this thread changes these bits; others set and clear their own
    * with atomic or/and, which a plain store here could undo: so or/and. */
   if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint8_t)(g & ~f), memory_order_relaxed);
   if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint8_t)~(f & ~g), memory_order_relaxed);
-  uint64_t now = rss == 0 ? 0 : ref >= rss ? TM_HOTNESS_HEAT_MAX : ref * TM_HOTNESS_HEAT_MAX / rss;
-  unsigned was = atomic_load_explicit(&c->heat, memory_order_relaxed);
-  atomic_store_explicit(&c->heat, (uint8_t)((was + now + 1) / 2), memory_order_relaxed);
+  uint64_t now = v->rss == 0 ? 0 : v->ref >= v->rss ? TM_HOTNESS_HEAT_MAX : v->ref * TM_HOTNESS_HEAT_MAX / v->rss;
+  unsigned was = atomic_load_explicit(&c->heat, memory_order_relaxed) & TM_HOTNESS_HEAT_MAX;
+  unsigned heat = (was + (unsigned)now + 1) / 2;
+  atomic_store_explicit(&c->heat, (uint8_t)(heat | (v->huge ? TM_HOTNESS_HEAT_HUGE : 0)), memory_order_relaxed);
   if (seen) tm_hotness_touch(c);
 }
 
@@ -250,24 +266,27 @@ static bool hn_read_referenced(void)
   char path[TM_KFILE_PATH_MAX], line[256];
   tm_kfile_lines_t r;
   if (hn_path(path, "smaps") != 0 || tm_kfile_lines_open(&r, path) != 0) return false;
-  tm_chunk_t *c = NULL;   /* the chunk the current VMA is, if it is one */
-  uint64_t rss = 0;       /* its Rss: (kB), which smaps puts before Referenced: */
+  hn_vma_read_t v = { 0 };   /* the current VMA; its fields come after its line */
   bool seen = false;
   int cut, len;
   while ((len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
     uint64_t lo, hi;
     if (hn_vma(line, &lo, &hi)) {
-      c = hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1)) ? tm_chunk_of((void *)(uintptr_t)lo)
-                                                                   : NULL;
-      rss = 0;
+      hn_saw(&v);
+      v = (hn_vma_read_t){ 0 };
+      if (hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1))) v.c = tm_chunk_of((void *)(uintptr_t)lo);
       continue;
     }
-    if (c && strncmp(line, "Rss:", 4) == 0) rss = hn_kb(line, 4);
-    if (strncmp(line, "Referenced:", 11) != 0) continue;
-    seen = true;
-    if (c) hn_saw(c, hn_kb(line, 11), rss);
-    c = NULL;
+    if (strncmp(line, "Referenced:", 11) == 0) {
+      seen = v.read = true;
+      if (v.c) v.ref = hn_kb(line, 11);
+    } else if (v.c && strncmp(line, "Rss:", 4) == 0) {
+      v.rss = hn_kb(line, 4);
+    } else if (v.c && strncmp(line, "AnonHugePages:", 14) == 0) {
+      v.huge = hn_kb(line, 14);
+    }
   }
+  hn_saw(&v);
   close(r.fd);
   return seen;
 }

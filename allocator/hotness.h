@@ -94,8 +94,16 @@ bool tm_hotness_steady(tm_chunk_t *c);
  * 0 for a cold chunk and for any other source. What orders chunks the bits
  * all saw: under a load that uses every chunk within an interval the
  * binary signal calls them all hot. */
-#define TM_HOTNESS_HEAT_MAX 255u
+#define TM_HOTNESS_HEAT_MAX 127u
+#define TM_HOTNESS_HEAT_HUGE 0x80u   /* in tm_chunk_t.heat: huge pages at the last read */
 unsigned tm_hotness_heat(tm_chunk_t *c);
+
+/* c's heat grades it: it was in 4 KiB pages at the last read of the bits.
+ * A huge page has one accessed bit, so a chunk in one is all seen or not
+ * (in bench/tier-quality, any chunk used at all, at a heat no graded chunk
+ * reaches); its heat says how often it was used, not how much of it, and
+ * compares with another's only to order demotion. */
+bool tm_hotness_graded(tm_chunk_t *c);
 
 /* The accessed bits were read at a scan later than the clock's `tick`
  * (always true when they are not the source: nothing to wait for). */

@@ -780,110 +780,128 @@ static uint64_t rc_room_below_high(unsigned t)
 }
 
 /* An exchange moves a chunk of a lower tier up in place of one of the tier
- * above only when its heat is this much above the other's, counted in
- * TM_HOTNESS_HEAT_MAX (a quarter of the lower one's heat, and at least
- * RC_EXCHANGE_MARGIN): two chunks about as hot stay where they are. */
-#define RC_EXCHANGE_MARGIN 16u
+ * above only when the one above is cold, or when both heats grade their
+ * chunks (tm_hotness_graded) and the lower one's is this much above the
+ * other's, counted in TM_HOTNESS_HEAT_MAX (a quarter of the upper one's
+ * heat, and at least RC_EXCHANGE_MARGIN): two chunks about as hot stay where
+ * they are. */
+#define RC_EXCHANGE_MARGIN 8u
 
-static bool rc_hotter(unsigned up, unsigned down)
+static bool rc_may_replace(tm_chunk_t *up, tm_chunk_t *down)
 {
-  unsigned margin = down / 4 > RC_EXCHANGE_MARGIN ? down / 4 : RC_EXCHANGE_MARGIN;
-  return up > down + margin;
+  if (tm_hotness_cold(down)) return true;
+  if (!tm_hotness_graded(up) || !tm_hotness_graded(down)) return false;
+  unsigned u = tm_hotness_heat(up), d = tm_hotness_heat(down);
+  return u > d + (d / 4 > RC_EXCHANGE_MARGIN ? d / 4 : RC_EXCHANGE_MARGIN);
 }
 
-/* The chunks of tier t that one of heat `heat` may take the place of:
- * movable and settled, and either called cold by the accessed bits or well
- * below that heat (rc_hotter). Up to `max` of them into out[], the coldest
- * first (the lowest heat; then the fullest, as a chunk of a few KiB frees
- * next to nothing; then the oldest); returns how many. */
-#define RC_EXCHANGE_MAX 4u
+/* Chunks ranked for promotion and exchange. */
 typedef struct {
+  tm_chunk_t *c;
   unsigned heat, age;
   uint32_t bytes;
-} rc_victim_key_t;
+} rc_pick_t;
 
-static bool rc_victim_before(const rc_victim_key_t *a, const rc_victim_key_t *b)
+#define RC_PICK_MAX 8u
+
+/* Offers k to best[0..*n), kept sorted by `before` (a goes first), at most
+ * max (<= RC_PICK_MAX) long: the last is dropped when full. */
+static void rc_pick_offer(rc_pick_t *best, unsigned *n, unsigned max, rc_pick_t k,
+                          bool (*before)(const rc_pick_t *, const rc_pick_t *))
+{
+  unsigned at = *n;
+  while (at > 0 && before(&k, &best[at - 1])) at--;
+  if (at == max) return;
+  for (unsigned j = (*n < max ? *n : max - 1); j > at; j--) best[j] = best[j - 1];
+  best[at] = k;
+  if (*n < max) (*n)++;
+}
+
+static rc_pick_t rc_pick(tm_chunk_t *c)
+{
+  return (rc_pick_t){ c, tm_hotness_heat(c), tm_hotness_age(c), tm_chunk_bytes(c) };
+}
+
+/* The coldest first: the lowest heat; then the fullest, as a chunk of a few
+ * KiB frees next to nothing; then the oldest. */
+static bool rc_colder_first(const rc_pick_t *a, const rc_pick_t *b)
 {
   if (a->heat != b->heat) return a->heat < b->heat;
   if (a->bytes != b->bytes) return a->bytes > b->bytes;
   return a->age > b->age;
 }
 
-static unsigned rc_colder(unsigned t, unsigned heat, tm_chunk_t **out, unsigned max)
+/* The hottest first; then the fullest. */
+static bool rc_hotter_first(const rc_pick_t *a, const rc_pick_t *b)
+{
+  if (a->heat != b->heat) return a->heat > b->heat;
+  return a->bytes > b->bytes;
+}
+
+/* The chunks of tier t that `up` may take the place of (movable, settled,
+ * rc_may_replace), the coldest first: up to max into out[]; returns how
+ * many. */
+static unsigned rc_colder(unsigned t, tm_chunk_t *up, rc_pick_t *out, unsigned max)
 {
   unsigned n = 0;
-  rc_victim_key_t key[RC_EXCHANGE_MAX];
-  if (max > RC_EXCHANGE_MAX) max = RC_EXCHANGE_MAX;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) != t || !rc_movable(c) || !rc_settled(c)) continue;
-      rc_victim_key_t k = { tm_hotness_heat(c), tm_hotness_age(c), tm_chunk_bytes(c) };
-      if (!tm_hotness_cold(c) && !rc_hotter(heat, k.heat)) continue;
-      unsigned at = n;   /* insertion into the sorted out[], the last dropped when full */
-      while (at > 0 && rc_victim_before(&k, &key[at - 1])) at--;
-      if (at == max) continue;
-      for (unsigned j = (n < max ? n : max - 1); j > at; j--) {
-        out[j] = out[j - 1];
-        key[j] = key[j - 1];
-      }
-      out[at] = c;
-      key[at] = k;
-      if (n < max) n++;
+      if (tm_chunk_tier(c) == t && rc_movable(c) && rc_settled(c) && rc_may_replace(up, c))
+        rc_pick_offer(out, &n, max, rc_pick(c), rc_colder_first);
     }
   return n;
 }
 
-/* The hottest movable, settled chunk of tier t the accessed bits saw at each
- * of their last two reads (a fill seen once does not move up: in CI it
- * brought cold chunks up, which then sat out the cool-down on top), or
- * NULL. */
-static tm_chunk_t *rc_hottest(unsigned t)
+/* The movable, settled chunks of tier t the accessed bits saw at each of
+ * their last two reads (a fill seen once does not move up: in CI it brought
+ * cold chunks up, which then sat out the cool-down on top), the hottest
+ * first: up to max into out[]; returns how many. */
+static unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
 {
-  tm_chunk_t *best = NULL;
-  unsigned best_heat = 0;
+  unsigned n = 0;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) != t || !rc_movable(c) || !tm_hotness_steady(c) || !rc_settled(c)) continue;
-      unsigned h = tm_hotness_heat(c);
-      if (!best || h > best_heat) {
-        best = c;
-        best_heat = h;
-      }
+      if (tm_chunk_tier(c) == t && rc_movable(c) && tm_hotness_steady(c) && rc_settled(c))
+        rc_pick_offer(out, &n, max, rc_pick(c), rc_hotter_first);
     }
-  return best;
+  return n;
 }
 
-/* Moves the hot chunks of tier t (>= 1) up to t-1, the hottest first, at
- * most `want` bytes: into the room under t-1's high (less the hysteresis),
- * and, when t-1 has none, in exchange for a colder chunk of t-1
- * (rc_colder; demoted to t first, so the tier's usage stays as it was and
- * its min and low are kept). None that moved in the last RC_COOLDOWN_TICKS
- * moves, and a chunk that failed to move waits as long. Returns the bytes
- * promoted. */
+/* Moves the hot chunks of tier t (>= 1) up to t-1, the hottest first (of
+ * RC_PICK_MAX a pass), at most `want` bytes: into the room under t-1's high
+ * (less the hysteresis), and, when t-1 has none, in exchange for colder
+ * chunks of t-1 (rc_colder; demoted to t first, so the tier's usage stays as
+ * it was and its min and low are kept), and none unless those found make
+ * room: an exchange that cannot finish moves nothing. None that moved in the
+ * last RC_COOLDOWN_TICKS moves, and a chunk that failed to move waits as
+ * long. Returns the bytes promoted. */
 static uint64_t rc_promote(unsigned t, uint64_t want)
 {
   uint64_t done = 0;
-  tm_chunk_t *c;
-  while (done < want && (c = rc_hottest(t)) != NULL) {
+  rc_pick_t up[RC_PICK_MAX];
+  unsigned nup = rc_hottest(t, up, RC_PICK_MAX);
+  for (unsigned i = 0; i < nup && done < want; i++) {
+    tm_chunk_t *c = up[i].c;
     uint64_t bytes = tm_chunk_bytes(c);
     tm_migrate_counts_t n = {0};
-    /* Colder chunks out until it fits (a few: the tier may stand a little
-     * above the mark, and chunks hold different amounts), and none unless
-     * those found make room: an exchange that cannot finish moves nothing. */
     uint64_t room = rc_room_below_high(t - 1);
     if (room < bytes) {
-      tm_chunk_t *cold[RC_EXCHANGE_MAX];
-      unsigned nc = rc_colder(t - 1, tm_hotness_heat(c), cold, RC_EXCHANGE_MAX), k = 0;
+      /* A few: the tier may stand a little above the mark, and chunks hold
+       * different amounts. */
+      rc_pick_t cold[4];
+      unsigned nc = rc_colder(t - 1, c, cold, 4), k = 0;
       uint64_t freed = 0;
-      while (k < nc && room + freed < bytes) freed += tm_chunk_bytes(cold[k++]);
-      if (room + freed < bytes) return done;   /* as hot as the tier above */
-      for (unsigned j = 0; j < k; j++) {
-        if (tm_migrate_chunk(cold[j], t, &n) != 0) return done;
-        rc_moved(cold[j], t - 1, t, &n);
+      while (k < nc && room + freed < bytes) freed += cold[k++].bytes;
+      if (room + freed < bytes) continue;   /* as hot as what it would replace */
+      bool moved = true;
+      for (unsigned j = 0; j < k && moved; j++) {
+        moved = tm_migrate_chunk(cold[j].c, t, &n) == 0;
+        if (moved) rc_moved(cold[j].c, t - 1, t, &n);
         n = (tm_migrate_counts_t){0};
       }
+      if (!moved || rc_room_below_high(t - 1) < bytes) return done;
     }
     if (tm_migrate_chunk(c, t - 1, &n) != 0) {
       tm_hotness_moved(c);

@@ -175,7 +175,8 @@ Test(hotness, a_chunk_that_is_a_vma_with_a_page_referenced_is_young_again)
 }
 
 /* The heat: the share of a chunk's resident pages referenced at each read,
- * each read weighing half of what the chunk had. */
+ * each read weighing half of what the chunk had; graded only in 4 KiB
+ * pages. */
 Test(hotness, heat_is_the_share_of_resident_pages_referenced_averaged_over_reads)
 {
   hn_kernel_offers_it();
@@ -184,31 +185,38 @@ Test(hotness, heat_is_the_share_of_resident_pages_referenced_averaged_over_reads
   uintptr_t lo = tm_range_lo(0);
   tm_chunk_t *c = tm_chunk_of((void *)lo);
   char smaps[1024];
-  const char *fmt = "%lx-%lx rw-p 00000000 00:00 0 \nRss:   %u kB\nReferenced:   %u kB\n";
-  int n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048);
+  /* Referenced: comes before AnonHugePages:, as in the kernel's smaps. */
+  const char *fmt = "%lx-%lx rw-p 00000000 00:00 0 \nRss:   %u kB\nReferenced:   %u kB\nAnonHugePages:  %u kB\n";
+  int n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048, 0);
   n += snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
-                (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 256);
+                (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 256, 0);
+  snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + 2 * TM_CHUNK_SIZE),
+           (unsigned long)(lo + 3 * TM_CHUNK_SIZE), 2048, 2048, 2048);
   tmptree_put("proc/self/smaps", smaps);
   cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan clears");
   cr_expect_eq(tm_hotness_heat(&c[0]), 0, "nothing read yet");
   usleep(110 * 1000);
   tm_hotness_tick();
   cr_expect(tm_hotness_scan(TM_SCAN_DUE));
-  cr_expect_eq(tm_hotness_heat(&c[0]), 128, "every page: half of the full heat at the first read");
-  cr_expect_eq(tm_hotness_heat(&c[1]), 32, "a quarter of its pages: half of a quarter");
-  cr_expect_eq(tm_hotness_heat(&c[2]), 0, "not in smaps as a chunk: no heat");
-  n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048);
+  cr_expect_eq(tm_hotness_heat(&c[0]), 64, "every page: half of the full heat at the first read");
+  cr_expect_eq(tm_hotness_heat(&c[1]), 16, "a quarter of its pages: half of a quarter");
+  cr_expect_eq(tm_hotness_heat(&c[3]), 0, "not in smaps as a chunk: no heat");
+  cr_expect(tm_hotness_graded(&c[0]) && tm_hotness_graded(&c[1]), "4 KiB pages");
+  cr_expect_eq(tm_hotness_heat(&c[2]), 64, "a huge page seen");
+  cr_expect(!tm_hotness_graded(&c[2]), "one accessed bit for the whole chunk: not graded");
+  n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048, 0);
   snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
-           (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 0);
+           (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 0, 0);
   tmptree_put("proc/self/smaps", smaps);
   usleep(110 * 1000);
   tm_hotness_tick();
   cr_expect(tm_hotness_scan(TM_SCAN_DUE));
-  cr_expect_eq(tm_hotness_heat(&c[0]), 192, "used again: halfway up to the full heat");
-  cr_expect_eq(tm_hotness_heat(&c[1]), 16, "unused: halfway down");
+  cr_expect_eq(tm_hotness_heat(&c[0]), 96, "used again: halfway up to the full heat");
+  cr_expect_eq(tm_hotness_heat(&c[1]), 8, "unused: halfway down");
   char *age[] = { "TIERMALLOC_HOTNESS=commit-age", NULL };
   hn_options(age, 64);
   cr_expect_eq(tm_hotness_heat(&c[0]), 0, "no heat without the accessed bits");
+  cr_expect(!tm_hotness_graded(&c[0]));
 }
 
 static uint64_t hn_ms(void)

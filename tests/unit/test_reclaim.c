@@ -733,6 +733,21 @@ static void rt_set_heat_all(unsigned heat)
       if (tm_chunk_bytes(tm_chunk_of((void *)a))) atomic_store(&tm_chunk_of((void *)a)->heat, (uint8_t)heat);
 }
 
+/* Every committed chunk of tier 0 hot, as hot as `heat`; every one below
+ * cold. */
+static void rt_heat_tiers(unsigned heat)
+{
+  tm_hotness_tick();
+  uint16_t now = atomic_load(&tm_hotness_now);
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (!tm_chunk_bytes(c)) continue;
+      rt_heat_one(c, tm_chunk_tier(c) == 0, now);
+      atomic_store(&c->heat, (uint8_t)(tm_chunk_tier(c) == 0 ? heat : 0));
+    }
+}
+
 static unsigned rt_chunks_on(void **b, int first, int last, unsigned t)
 {
   unsigned n = 0;
@@ -903,14 +918,12 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
     tm_hotness_scan(TM_SCAN_DUE);
     usleep(110 * 1000);
   }
-  rt_heat_all(true);
-  rt_set_heat_all(250);
-  rt_set_heat(top, 0, 2, 60);   /* the two least hot on top */
-  rt_set_heat(top, 2, 8, 230);
-  rt_set_heat(p, 0, 2, 240);    /* much hotter */
-  rt_set_heat(p, 2, 4, 70);     /* hotter, within the margin */
-  rt_heat(p, 4, 16, false);
-  rt_set_heat(p, 4, 16, 0);
+  rt_heat_tiers(125);
+  rt_set_heat(top, 0, 2, 30);   /* the two least hot on top */
+  rt_set_heat(top, 2, 8, 115);
+  rt_heat(p, 0, 4, true);
+  rt_set_heat(p, 0, 2, 120);    /* much hotter */
+  rt_set_heat(p, 2, 4, 35);     /* hotter, within the margin */
   uint64_t used0 = tm_policy_used(0);
   tm_reclaim_pass();
   cr_expect_eq(rt_chunks_on(p, 0, 2, 0), 2, "the much hotter chunks went up");
@@ -923,15 +936,54 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
   rt_free(all, 9);
 }
 
+/* Heat in huge pages does not grade a chunk (one accessed bit for all of
+ * it): a chunk below in one is not exchanged for a graded chunk on top,
+ * however their heats compare, and a graded chunk on top is not exchanged
+ * for it. */
+Test(reclaim, heat_read_from_huge_pages_exchanges_nothing)
+{
+  void *all[9], *top[8], *p[16];
+  rt_accessed_tree();
+  char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
+  rt_limits(first);
+  rt_fill_chunks(all, 9, 0);
+  int ntop = 0;
+  for (int i = 0; i < 9; i++)
+    if (ntop < 8 && !(atomic_load(&tm_chunk_of(all[i])->flags) & TM_CHUNK_KEEP)) top[ntop++] = all[i];
+  cr_assert_eq(ntop, 8);
+  char *spill[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_MAX=0", NULL };
+  rt_limits(spill);
+  rt_fill_chunks(p, 16, 1);
+  char high[64];
+  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_limits(env);
+  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
+    tm_hotness_scan(TM_SCAN_DUE);
+    usleep(110 * 1000);
+  }
+  rt_heat_tiers(125);
+  rt_set_heat(top, 0, 8, 20);
+  rt_heat(p, 0, 4, true);
+  rt_set_heat(p, 0, 4, 127 | TM_HOTNESS_HEAT_HUGE);
+  cr_assert(!tm_hotness_graded(tm_chunk_of(p[0])) && tm_hotness_graded(tm_chunk_of(top[0])));
+  cr_assert_eq(tm_hotness_heat(tm_chunk_of(p[0])), 127);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "nothing went up");
+  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0, "nothing went down");
+  rt_free(p, 16);
+  rt_free(all, 9);
+}
+
 Test(reclaim, promotion_takes_the_hottest_chunks_first)
 {
   void *p[16];
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_RECLAIM_PROMOTE_RATE=40M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
-  rt_set_heat(p, 0, 4, 50);
-  rt_set_heat(p, 2, 3, 200);
-  rt_set_heat(p, 3, 4, 150);
+  rt_set_heat(p, 0, 4, 25);
+  rt_set_heat(p, 2, 3, 100);
+  rt_set_heat(p, 3, 4, 75);
   tm_reclaim_pass();   /* the first pass accrues a tenth of a second: two chunks */
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(p[2])), 0, "the hottest went up");
   cr_expect_eq(tm_chunk_tier(tm_chunk_of(p[3])), 0, "and the next");
@@ -967,8 +1019,8 @@ Test(reclaim, among_chunks_all_seen_the_least_hot_are_demoted_first)
   void *p[16];
   uint64_t limit = rt_sorted_over_max(p, 4);
   rt_heat_all(true);
-  rt_set_heat_all(250);
-  rt_set_heat(p, 12, 16, 20);   /* the highest addresses, the least hot */
+  rt_set_heat_all(125);
+  rt_set_heat(p, 12, 16, 10);   /* the highest addresses, the least hot */
   tm_reclaim_pass();
   cr_expect_leq(tm_policy_used(0), limit, "down to the max");
   cr_expect_eq(rt_chunks_on(p, 12, 16, 1), 4, "the least hot went down");
