@@ -891,25 +891,23 @@ static int rt_by_address(const void *a, const void *b)
   return (x > y) - (x < y);
 }
 
-/* A tier full of chunks the accessed bits all see (none cold, as under a
- * load that touches every chunk in each interval): a chunk below much
- * hotter than the least hot on top takes its place; one about as hot does
- * not. */
-Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_below)
+/* Tier 0 full: 8 chunks top[] (of all[9]: start-up metadata can share a
+ * chunk, which reclaim never moves) and a chunk's worth short of high less
+ * the hysteresis (2 MiB); 16 chunks p[] on tier 1; the accessed bits read
+ * often enough to tell cold; tier 0 hot (heat 125), the rest cold. */
+static void rt_full_top(void **all, void **top, void **p)
 {
-  void *all[9], *top[8], *p[16];
   rt_accessed_tree();
   char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
   rt_limits(first);
   rt_fill_chunks(all, 9, 0);
-  int ntop = 0;   /* those reclaim may move: start-up metadata can share a chunk */
+  int ntop = 0;
   for (int i = 0; i < 9; i++)
     if (ntop < 8 && !(atomic_load(&tm_chunk_of(all[i])->flags) & TM_CHUNK_KEEP)) top[ntop++] = all[i];
   cr_assert_eq(ntop, 8);
   char *spill[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_MAX=0", NULL };
   rt_limits(spill);
   rt_fill_chunks(p, 16, 1);
-  /* Full: a chunk's worth short of high less the hysteresis (2 MiB). */
   char high[64];
   snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
@@ -919,6 +917,16 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
     usleep(110 * 1000);
   }
   rt_heat_tiers(125);
+}
+
+/* A tier full of chunks the accessed bits all see (none cold, as under a
+ * load that touches every chunk in each interval): a chunk below much
+ * hotter than the least hot on top takes its place; one about as hot does
+ * not. */
+Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_below)
+{
+  void *all[9], *top[8], *p[16];
+  rt_full_top(all, top, p);
   rt_set_heat(top, 0, 2, 30);   /* the two least hot on top */
   rt_set_heat(top, 2, 8, 115);
   rt_heat(p, 0, 4, true);
@@ -943,26 +951,7 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
 Test(reclaim, heat_read_from_huge_pages_exchanges_nothing)
 {
   void *all[9], *top[8], *p[16];
-  rt_accessed_tree();
-  char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
-  rt_limits(first);
-  rt_fill_chunks(all, 9, 0);
-  int ntop = 0;
-  for (int i = 0; i < 9; i++)
-    if (ntop < 8 && !(atomic_load(&tm_chunk_of(all[i])->flags) & TM_CHUNK_KEEP)) top[ntop++] = all[i];
-  cr_assert_eq(ntop, 8);
-  char *spill[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_MAX=0", NULL };
-  rt_limits(spill);
-  rt_fill_chunks(p, 16, 1);
-  char high[64];
-  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
-  rt_limits(env);
-  for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
-    tm_hotness_scan(TM_SCAN_DUE);
-    usleep(110 * 1000);
-  }
-  rt_heat_tiers(125);
+  rt_full_top(all, top, p);
   rt_set_heat(top, 0, 8, 20);
   rt_heat(p, 0, 4, true);
   rt_set_heat(p, 0, 4, 127 | TM_HOTNESS_HEAT_HUGE);
