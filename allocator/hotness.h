@@ -101,8 +101,10 @@ unsigned tm_hotness_heat(tm_chunk_t *c);
 /* c's heat grades it: it was in 4 KiB pages at the last read of the bits.
  * A huge page has one accessed bit, so a chunk in one is all seen or not
  * (in bench/tier-quality, any chunk used at all, at a heat no graded chunk
- * reaches); its heat says how often it was used, not how much of it, and
- * compares with another's only to order demotion. */
+ * reaches); its heat says how often it was seen over the reads (with a
+ * short HOTNESS_WINDOW_MS, how often it was used within the window), not
+ * how much of it: it compares with the heat of another chunk in huge pages,
+ * not with a graded one's. */
 bool tm_hotness_graded(tm_chunk_t *c);
 
 /* The accessed bits were read at a scan later than the clock's `tick`

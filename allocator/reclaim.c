@@ -780,9 +780,9 @@ static uint64_t rc_room_below_high(unsigned t)
 }
 
 /* An exchange moves a chunk of a lower tier up in place of one of the tier
- * above only when the one above is cold, or when both heats grade their
- * chunks (tm_hotness_graded) and the lower one's is this much above the
- * other's, counted in TM_HOTNESS_HEAT_MAX (a quarter of the upper one's
+ * above only when the one above is cold, or when their heats compare (both
+ * graded, or both read from huge pages: tm_hotness_graded) and the lower
+ * one's is this much above the other's, counted in TM_HOTNESS_HEAT_MAX (a quarter of the upper one's
  * heat, and at least RC_EXCHANGE_MARGIN): two chunks about as hot stay where
  * they are. */
 #define RC_EXCHANGE_MARGIN 8u
@@ -790,7 +790,7 @@ static uint64_t rc_room_below_high(unsigned t)
 static bool rc_may_replace(tm_chunk_t *up, tm_chunk_t *down)
 {
   if (tm_hotness_cold(down)) return true;
-  if (!tm_hotness_graded(up) || !tm_hotness_graded(down)) return false;
+  if (tm_hotness_graded(up) != tm_hotness_graded(down)) return false;
   unsigned u = tm_hotness_heat(up), d = tm_hotness_heat(down);
   return u > d + (d / 4 > RC_EXCHANGE_MARGIN ? d / 4 : RC_EXCHANGE_MARGIN);
 }

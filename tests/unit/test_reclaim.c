@@ -945,21 +945,24 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
 }
 
 /* Heat in huge pages does not grade a chunk (one accessed bit for all of
- * it): a chunk below in one is not exchanged for a graded chunk on top,
- * however their heats compare, and a graded chunk on top is not exchanged
- * for it. */
-Test(reclaim, heat_read_from_huge_pages_exchanges_nothing)
+ * it): a chunk below in huge pages is exchanged for one on top in huge
+ * pages well below its heat, never for a graded one, however cold. */
+Test(reclaim, heat_read_from_huge_pages_compares_only_with_heat_read_from_huge_pages)
 {
   void *all[9], *top[8], *p[16];
   rt_full_top(all, top, p);
-  rt_set_heat(top, 0, 8, 20);
+  rt_set_heat(top, 0, 2, 20 | TM_HOTNESS_HEAT_HUGE);
+  rt_set_heat(top, 2, 8, 10);   /* graded, and colder */
   rt_heat(p, 0, 4, true);
-  rt_set_heat(p, 0, 4, 127 | TM_HOTNESS_HEAT_HUGE);
-  cr_assert(!tm_hotness_graded(tm_chunk_of(p[0])) && tm_hotness_graded(tm_chunk_of(top[0])));
+  rt_set_heat(p, 0, 2, 127 | TM_HOTNESS_HEAT_HUGE);
+  rt_set_heat(p, 2, 4, 15);     /* graded, within the margin of the graded on top */
+  cr_assert(!tm_hotness_graded(tm_chunk_of(p[0])) && tm_hotness_graded(tm_chunk_of(top[2])));
   cr_assert_eq(tm_hotness_heat(tm_chunk_of(p[0])), 127);
   tm_reclaim_pass();
-  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "nothing went up");
-  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0, "nothing went down");
+  cr_expect_eq(rt_chunks_on(p, 0, 2, 0), 2, "the two in huge pages went up");
+  cr_expect_eq(rt_chunks_on(top, 0, 2, 1), 2, "in place of the two in huge pages on top");
+  cr_expect_eq(rt_chunks_on(top, 2, 8, 0), 6, "not of the graded ones, though colder");
+  cr_expect_eq(rt_chunks_on(p, 2, 16, 0), 0);
   rt_free(p, 16);
   rt_free(all, 9);
 }
