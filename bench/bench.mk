@@ -71,11 +71,22 @@ $(B)/bench/hotsrc: bench/hotsrc.c bench/bench.mk
 bench-hotness: $(B)/bench/hotsrc
 	bench/hotness
 
+# Pieces of a chunk told hot and moved on their own (issue 17, finer than a
+# chunk): bench/pieces.c in the 2tier VM, about 2 minutes. Writes
+# bench/results/pieces.md. Needs no tiermalloc.
+.PHONY: bench-pieces
+$(B)/bench/pieces: bench/pieces.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lpthread
+
+bench-pieces: $(B)/bench/pieces
+	bench/pieces-vm
+
 # Tier quality (issue 17): bench/tierq.c, a zipfian workload over a 512 MiB
 # heap of mixed sizes, under top-tier budgets of 10, 25 and 50 %, placed by
 # first touch, weighted interleave, memkind's memtier, the kernel's tiering,
 # and tiermalloc with each hotness source, against the oracle; in the 2tier
-# VM, about 25 minutes. Writes bench/results/tier-quality.md. Does not
+# VM, about 35 minutes. Writes bench/results/tier-quality.md. Does not
 # rebuild the library: run `make` first.
 .PHONY: bench-tier-quality
 $(B)/bench/tierq: bench/tierq.c bench/bench.mk
