@@ -894,8 +894,10 @@ static int rt_by_address(const void *a, const void *b)
 /* Tier 0 full: 8 chunks top[] (of all[9]: start-up metadata can share a
  * chunk, which reclaim never moves) and a chunk's worth short of high less
  * the hysteresis (2 MiB); 16 chunks p[] on tier 1; the accessed bits read
- * often enough to tell cold; tier 0 hot (heat 125), the rest cold. */
-static void rt_full_top(void **all, void **top, void **p)
+ * often enough to tell cold; tier 0 hot (heat 125), the rest cold. With
+ * top0_left, top[0]'s chunk holds only that many bytes committed (as after
+ * jemalloc's purge; rt_full_top_end commits them again). */
+static void rt_full_top_with(void **all, void **top, void **p, uint32_t top0_left)
 {
   rt_accessed_tree();
   char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
@@ -908,6 +910,7 @@ static void rt_full_top(void **all, void **top, void **p)
   char *spill[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_MAX=0", NULL };
   rt_limits(spill);
   rt_fill_chunks(p, 16, 1);
+  if (top0_left) tm_chunk_decommit_bytes(tm_chunk_of(top[0]), TM_CHUNK_SIZE - top0_left);
   char high[64];
   snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
@@ -917,6 +920,11 @@ static void rt_full_top(void **all, void **top, void **p)
     usleep(110 * 1000);
   }
   rt_heat_tiers(125);
+}
+
+static void rt_full_top(void **all, void **top, void **p)
+{
+  rt_full_top_with(all, top, p, 0);
 }
 
 /* A tier full of chunks the accessed bits all see (none cold, as under a
@@ -963,6 +971,28 @@ Test(reclaim, heat_read_from_huge_pages_compares_only_with_heat_read_from_huge_p
   cr_expect_eq(rt_chunks_on(top, 0, 2, 1), 2, "in place of the two in huge pages on top");
   cr_expect_eq(rt_chunks_on(top, 2, 8, 0), 6, "not of the graded ones, though colder");
   cr_expect_eq(rt_chunks_on(p, 2, 16, 0), 0);
+  rt_free(p, 16);
+  rt_free(all, 9);
+}
+
+/* Among equally cold chunks on top, an exchange takes the fullest: a chunk
+ * that holds a few KiB frees next to nothing (in the VM, four such made no
+ * room for one chunk, and nothing moved up). */
+Test(reclaim, an_exchange_takes_the_fullest_of_equally_cold_chunks)
+{
+  void *all[9], *top[8], *p[16];
+  const uint32_t left = 64 * 1024;
+  rt_full_top_with(all, top, p, left);
+  tm_chunk_t *small = tm_chunk_of(top[0]);
+  rt_heat(top, 0, 3, false);
+  rt_set_heat(top, 0, 3, 0);
+  rt_heat(p, 0, 1, true);
+  rt_set_heat(p, 0, 1, 100);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 1, 0), 1, "the hot chunk went up");
+  cr_expect_eq(tm_chunk_tier(small), 0u, "the chunk of a few KiB stayed");
+  cr_expect_eq(rt_chunks_on(top, 1, 3, 1), 1, "one full cold chunk made the room");
+  tm_chunk_commit_bytes(small, TM_CHUNK_SIZE - left);
   rt_free(p, 16);
   rt_free(all, 9);
 }
