@@ -29,7 +29,7 @@ static void *cxx_new_failed(size_t size, size_t align)
       abort();   /* no libstdc++: nothing can catch it anyway */
     }
     handler();
-    void *p = align ? tm_shim_aligned(align, size) : tm_shim_malloc(size);
+    void *p = align ? tm_shim_aligned_at(align, size, __builtin_return_address(0)) : tm_shim_malloc(size);
     if (p) return p;
   }
 }
@@ -41,9 +41,9 @@ static inline __attribute__((always_inline)) void *cxx_new(size_t size)
   return tm_likely(p != NULL) ? p : cxx_new_failed(size, 0);
 }
 
-static void *cxx_new_aligned(size_t size, size_t align)
+static inline __attribute__((always_inline)) void *cxx_new_aligned(size_t size, size_t align)
 {
-  void *p = tm_shim_aligned(align, size);
+  void *p = tm_shim_aligned_at(align, size, __builtin_return_address(0));
   return tm_likely(p != NULL) ? p : cxx_new_failed(size, align);
 }
 
@@ -56,8 +56,8 @@ TM_EXPORT void *_ZnwmRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_m
 TM_EXPORT void *_ZnamRKSt9nothrow_t(size_t n, const void *nt) { return tm_shim_malloc_at(n, __builtin_return_address(0)); }
 TM_EXPORT void *_ZnwmSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
 TM_EXPORT void *_ZnamSt11align_val_t(size_t n, size_t a) { return cxx_new_aligned(n, a); }
-TM_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { return tm_shim_aligned(a, n); }
-TM_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { return tm_shim_aligned(a, n); }
+TM_EXPORT void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { return tm_shim_aligned_at(a, n, __builtin_return_address(0)); }
+TM_EXPORT void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, const void *nt) { return tm_shim_aligned_at(a, n, __builtin_return_address(0)); }
 
 /* Every delete is free: the sized forms' size is a hint a buggy program can
  * get wrong, and a wrong size given to jemalloc's sized free corrupts it. */

@@ -41,23 +41,15 @@ static __attribute__((noinline, cold)) void *shim_late_alloc(void *p)
   return p;
 }
 
-/* Calls expr (an allocation into jemalloc) and counts it: a pointer off the
- * open run's span switches the run (a tail call, off line); a thread that is
- * not ready goes through tm_thread() once, off line. */
-#define SHIM_ALLOC(expr)                                                   \
-  do {                                                                     \
-    if (tm_unlikely(tm_tls.alloc_len == 0) && tm_thread() == NULL)       \
-      return shim_late_alloc(expr);                                        \
-    return tm_count_alloc(&tm_tls, (expr));                                \
-  } while (0)
-
-/* The slow side of malloc (zero: calloc, of n * size): a thread to set up,
- * a sample due, or a call that may be a routed site's (site.h). */
-static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t size, int zero,
+/* The slow side of malloc (zero: calloc, of n * size; align: the aligned
+ * allocations, 0 for none): a thread to set up, a sample due, or a call that
+ * may be a routed site's (site.h). */
+static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t size, int zero, size_t align,
                                                               const void *ra)
 {
   if (tm_tls.alloc_len == 0 && tm_thread() == NULL)
-    return shim_late_alloc(zero ? tmje_calloc(n, size) : tmje_malloc(size));
+    return shim_late_alloc(align ? tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align))
+                                 : zero ? tmje_calloc(n, size) : tmje_malloc(size));
   tm_thread_t *t = &tm_tls;
   size_t total = size;
   if (zero && __builtin_mul_overflow(n, size, &total)) {
@@ -67,8 +59,8 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
   bool due = tm_site_due(t);   /* counted on the fast path, before it came here */
   int flags = tm_site_routed(ra) ? tm_site_flags(t, ra) : 0;
   void *p;
-  if (flags) {
-    p = tmje_mallocx(total ? total : 1, flags | (zero ? MALLOCX_ZERO : 0));
+  if (flags || align) {
+    p = tmje_mallocx(total ? total : 1, flags | (zero ? MALLOCX_ZERO : 0) | (align ? MALLOCX_ALIGN(align) : 0));
     if (p == NULL) errno = ENOMEM;
   } else {
     p = zero ? tmje_calloc(n, size) : tmje_malloc(size);
@@ -78,35 +70,35 @@ static __attribute__((noinline, cold)) void *shim_alloc_slow(size_t n, size_t si
 }
 
 /* The fast path: a thread set up, no sample due and no call to route
- * (tm_site_take): jemalloc's malloc or calloc and the count. ra is the
+ * (tm_site_take): jemalloc's malloc, calloc or mallocx (aligned) and the count. ra is the
  * caller's return address, the site. */
-#define SHIM_SITED(n, size, zero, ra, expr)                                                       \
+#define SHIM_SITED(n, size, zero, align, ra, expr)                                                \
   do {                                                                                            \
     if (tm_unlikely(tm_tls.alloc_len == 0 || tm_site_count(&tm_tls, (n) * (size)) ||               \
                     tm_site_take(&tm_tls, ra)))                                                   \
-      return shim_alloc_slow((n), (size), (zero), (ra));                                          \
+      return shim_alloc_slow((n), (size), (zero), (align), (ra));                                 \
     return tm_count_alloc(&tm_tls, (expr));                                                       \
   } while (0)
 
 void *tm_shim_malloc(size_t size)
 {
-  SHIM_SITED(1, size, 0, __builtin_return_address(0), tmje_malloc(size));
+  SHIM_SITED(1, size, 0, 0, __builtin_return_address(0), tmje_malloc(size));
 }
 
 void *tm_shim_malloc_at(size_t size, const void *ra)
 {
-  SHIM_SITED(1, size, 0, ra, tmje_malloc(size));
+  SHIM_SITED(1, size, 0, 0, ra, tmje_malloc(size));
 }
 
-static void *shim_aligned_raw(size_t align, size_t size)
+static void *shim_aligned_raw(size_t align, size_t size, const void *ra)
 {
-  SHIM_ALLOC(tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align)));
+  SHIM_SITED(1, size, 0, align, ra, tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align)));
 }
 
 /* mallocx does not promise errno; the malloc family does. */
-void *tm_shim_aligned(size_t align, size_t size)
+void *tm_shim_aligned_at(size_t align, size_t size, const void *ra)
 {
-  void *p = shim_aligned_raw(align, size);
+  void *p = shim_aligned_raw(align, size, ra);
   if (tm_unlikely(p == NULL)) errno = ENOMEM;
   return p;
 }
@@ -141,7 +133,7 @@ TM_EXPORT void free(void *p) __attribute__((alias("tm_shim_free")));
 
 TM_EXPORT void *calloc(size_t n, size_t size)
 {
-  SHIM_SITED(n, size, 1, __builtin_return_address(0), tmje_calloc(n, size));
+  SHIM_SITED(n, size, 1, 0, __builtin_return_address(0), tmje_calloc(n, size));
 }
 
 TM_EXPORT void *realloc(void *p, size_t size)
@@ -210,14 +202,15 @@ TM_EXPORT int posix_memalign(void **out, size_t align, size_t size)
   if (!shim_pow2(align) || align % sizeof(void *) != 0) return EINVAL;
   if (shim_too_big(size, align)) return ENOMEM;
   int saved = errno;
-  void *p = tm_shim_aligned(align, size);
+  void *p = tm_shim_aligned_at(align, size, __builtin_return_address(0));
   errno = saved;
   if (p == NULL) return ENOMEM;
   *out = p;
   return 0;
 }
 
-TM_EXPORT void *memalign(size_t align, size_t size)
+/* memalign, for the caller at ra (the site). */
+static void *shim_memalign(size_t align, size_t size, const void *ra)
 {
   if (align > SIZE_MAX / 2 + 1) {
     errno = EINVAL;
@@ -229,7 +222,12 @@ TM_EXPORT void *memalign(size_t align, size_t size)
     errno = ENOMEM;
     return NULL;
   }
-  return tm_shim_aligned(align, size);
+  return tm_shim_aligned_at(align, size, ra);
+}
+
+TM_EXPORT void *memalign(size_t align, size_t size)
+{
+  return shim_memalign(align, size, __builtin_return_address(0));
 }
 
 /* As glibc 2.36 (Debian 12) does: aligned_alloc is memalign, so an alignment
@@ -239,7 +237,7 @@ TM_EXPORT void *aligned_alloc(size_t align, size_t size) __attribute__((alias("m
 
 TM_EXPORT void *valloc(size_t size)
 {
-  return memalign(SHIM_PAGE, size);
+  return shim_memalign(SHIM_PAGE, size, __builtin_return_address(0));
 }
 
 TM_EXPORT void *pvalloc(size_t size)
@@ -249,7 +247,7 @@ TM_EXPORT void *pvalloc(size_t size)
     return NULL;
   }
   size_t rounded = (size + SHIM_PAGE - 1) & ~(SHIM_PAGE - 1);
-  return memalign(SHIM_PAGE, rounded ? rounded : SHIM_PAGE);
+  return shim_memalign(SHIM_PAGE, rounded ? rounded : SHIM_PAGE, __builtin_return_address(0));
 }
 
 TM_EXPORT size_t malloc_usable_size(void *p)

@@ -16,7 +16,7 @@
 void *tm_shim_malloc(size_t size);
 /* malloc for a call made at ra (operator new's caller: the allocation site). */
 void *tm_shim_malloc_at(size_t size, const void *ra);
-void *tm_shim_aligned(size_t align, size_t size);   /* align: power of two */
+void *tm_shim_aligned_at(size_t align, size_t size, const void *ra);   /* align: power of two; ra: the site */
 void tm_shim_free(void *p);
 
 #endif

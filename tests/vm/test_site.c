@@ -7,7 +7,8 @@
  * them) are placed on tier 1
  * as they are committed: no migration (tier 0's demoted count stays as it
  * was), while the hot site's new blocks stay on tier 0. Checked with
- * move_pages; the heap reads back unchanged.
+ * move_pages; the heap reads back unchanged. Again with the cold site calling
+ * posix_memalign.
  *
  * Topologies: 2tier, 3tier and flat. */
 #include <criterion/criterion.h>
@@ -71,9 +72,12 @@ static __attribute__((noinline)) uint64_t *st_alloc_hot(size_t b)
   return p;
 }
 
+static bool st_aligned;   /* VMTEST_SITE_ALIGNED=1: the cold site calls posix_memalign */
+
 static __attribute__((noinline)) uint64_t *st_alloc_cold(size_t b)
 {
-  uint64_t *p = malloc(ST_BLOCK);
+  void *q = NULL;
+  uint64_t *p = st_aligned ? (posix_memalign(&q, 256, ST_BLOCK) == 0 ? q : NULL) : malloc(ST_BLOCK);
   if (p) st_blk[b].p = p, st_fill(b), st_cold_allocs += 2;
   return p;
 }
@@ -147,6 +151,8 @@ __attribute__((constructor)) static void st_child_main(void)
 {
   const char *mode = getenv("VMTEST_SITE");
   if (!mode || strcmp(mode, "child") != 0) return;
+  const char *aligned = getenv("VMTEST_SITE_ALIGNED");
+  st_aligned = aligned && aligned[0] == '1';
   pthread_t th;
   pthread_create(&th, NULL, st_reader, NULL);
   printf("ready\n");
@@ -246,12 +252,13 @@ static const char *st_until(const char *key, long long want, int ms)
   }
 }
 
-Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_init, .fini = st_fini,
-     .timeout = 240)
+/* The test, with the cold site's calls to malloc or (aligned) to
+ * posix_memalign. */
+static void st_cold_site_goes_below(const char *aligned)
 {
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_SITE=child", "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=500",
-                  "TIERMALLOC_SITE_SAMPLE=64K", "TIERMALLOC_TOPTIER_HIGH=256M", NULL };
+                  "TIERMALLOC_SITE_SAMPLE=64K", "TIERMALLOC_TOPTIER_HIGH=256M", (char *)aligned, NULL };
   char *argv[] = { (char *)vm_self(), NULL };
   vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&child, "ready", 120000), "%s", child.buf);
@@ -273,7 +280,8 @@ Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_in
   long long hot = st_all(topo, l, "hot");
   cr_expect_geq(st_on(topo, l, "hot", 0) * 10, hot * 9, "%s: the hot site's blocks stay on tier 0:\n%s",
                 topo->name, child.buf);
-  cr_log_info("%s: cold site's new blocks %.0f %% below tier 0, demoted %lld B before and after", topo->name,
+  cr_log_info("%s: cold site's (%s) new blocks %.0f %% below tier 0, demoted %lld B before and after", topo->name,
+              aligned[strlen(aligned) - 1] == '1' ? "posix_memalign" : "malloc",
               fresh ? 100.0 * (double)below / (double)fresh : 0, demoted);
   close(child.in);
   child.in = -1;
@@ -281,4 +289,16 @@ Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_in
   cr_assert_not_null(l, "%s", child.buf);
   cr_expect_eq(st_kv(l, "bad"), 0, "the heap changed:\n%s", child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
+}
+
+Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_init, .fini = st_fini,
+     .timeout = 240)
+{
+  st_cold_site_goes_below("VMTEST_SITE_ALIGNED=0");
+}
+
+/* Aligned allocations are sampled and routed as malloc's are. */
+Test(site, an_aligned_cold_sites_new_memory_goes_below_too, .init = st_init, .fini = st_fini, .timeout = 240)
+{
+  st_cold_site_goes_below("VMTEST_SITE_ALIGNED=1");
 }
