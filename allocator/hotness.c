@@ -1,6 +1,5 @@
 #include "hotness.h"
 
-#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <time.h>
@@ -222,17 +221,15 @@ static bool hn_vma(const char *line, uint64_t *lo, uint64_t *hi)
   return sp && tm_text_parse_hex(line, dash, lo) == 0 && tm_text_parse_hex(dash + 1, sp, hi) == 0;
 }
 
-/* A "Field:   N kB" line's N, or 0. */
-static uint64_t hn_kb(const char *line, size_t field_len)
+/* The bytes of an smaps line "Field:   N kB" whose label is field_len
+ * long, or 0. */
+static uint64_t hn_bytes(const char *line, size_t field_len)
 {
-  const char *p = line + field_len, *e;
-  while (*p == ' ') p++;
-  for (e = p; *e >= '0' && *e <= '9'; e++) {}
-  uint64_t v = 0;
-  return e > p && tm_text_parse_u64(p, e, &v) == 0 ? v : 0;
+  uint64_t v;
+  return tm_kfile_parse_kb(line + field_len, &v) == 0 ? v : 0;
 }
 
-/* What one read of the bits said of a chunk's VMA (kB). */
+/* What one read of the bits said of a chunk's VMA (bytes). */
 typedef struct {
   tm_chunk_t *c;   /* NULL: the VMA is not one chunk */
   uint64_t rss, ref, huge;
@@ -279,11 +276,11 @@ static bool hn_read_referenced(void)
     }
     if (strncmp(line, "Referenced:", 11) == 0) {
       seen = v.read = true;
-      if (v.c) v.ref = hn_kb(line, 11);
+      if (v.c) v.ref = hn_bytes(line, 11);
     } else if (v.c && strncmp(line, "Rss:", 4) == 0) {
-      v.rss = hn_kb(line, 4);
+      v.rss = hn_bytes(line, 4);
     } else if (v.c && strncmp(line, "AnonHugePages:", 14) == 0) {
-      v.huge = hn_kb(line, 14);
+      v.huge = hn_bytes(line, 14);
     }
   }
   hn_saw(&v);

@@ -117,8 +117,7 @@ int tm_kfile_next_line(tm_kfile_lines_t *r, char *line, int size, int *cut)
   return any ? n : -1;
 }
 
-/* Parses "<digits> kB" after the "MemTotal:" label. 0 or EINVAL. */
-static int kfile_parse_kb(const char *s, uint64_t *bytes)
+int tm_kfile_parse_kb(const char *s, uint64_t *bytes)
 {
   while (*s == ' ' || *s == '\t') s++;
   if (*s < '0' || *s > '9') return EINVAL;
@@ -147,7 +146,7 @@ int tm_kfile_read_meminfo(const char *path, const char *key, uint64_t *bytes)
   while ((n = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
     char *p = strstr(line, key);
     if (!p || cut || p[klen] != ':' || (p > line && p[-1] != ' ')) continue;
-    err = kfile_parse_kb(p + klen + 1, bytes);
+    err = tm_kfile_parse_kb(p + klen + 1, bytes);
     break;
   }
   close(r.fd);

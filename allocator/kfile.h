@@ -49,6 +49,10 @@ int tm_kfile_lines_open(tm_kfile_lines_t *r, const char *path);
  * is cut to fit and *cut is set. */
 int tm_kfile_next_line(tm_kfile_lines_t *r, char *line, int size, int *cut);
 
+/* Parses " <digits> kB", what follows a label such as "MemTotal:" in
+ * meminfo or "Rss:" in smaps, into bytes. 0 or EINVAL. */
+int tm_kfile_parse_kb(const char *s, uint64_t *bytes);
+
 /* The value of `key` ("MemTotal", "MemFree") in bytes from a meminfo file:
  * /proc/meminfo ("MemTotal: N kB") or a node's ("Node 3 MemTotal: N kB").
  * 0, or a positive errno (EINVAL when the file has no well-formed line for

@@ -895,13 +895,11 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
       uint64_t freed = 0;
       while (k < nc && room + freed < bytes) freed += cold[k++].bytes;
       if (room + freed < bytes) continue;   /* as hot as what it would replace */
-      bool moved = true;
-      for (unsigned j = 0; j < k && moved; j++) {
-        moved = tm_migrate_chunk(cold[j].c, t, &n) == 0;
-        if (moved) rc_moved(cold[j].c, t - 1, t, &n);
-        n = (tm_migrate_counts_t){0};
+      for (unsigned j = 0; j < k; j++, n = (tm_migrate_counts_t){0}) {
+        if (tm_migrate_chunk(cold[j].c, t, &n) != 0) return done;
+        rc_moved(cold[j].c, t - 1, t, &n);
       }
-      if (!moved || rc_room_below_high(t - 1) < bytes) return done;
+      if (rc_room_below_high(t - 1) < bytes) return done;
     }
     if (tm_migrate_chunk(c, t - 1, &n) != 0) {
       tm_hotness_moved(c);
@@ -1084,8 +1082,7 @@ uint64_t tm_reclaim_pass(void)
   tm_hotness_tick();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
-    uint64_t due = tm_hotness_read_due();
-    if (due && now >= due) rc_scan_hotness(TM_SCAN_DUE);   /* a window's end */
+    if (tm_hotness_read_due()) rc_scan_hotness(TM_SCAN_DUE);   /* reads at the window's end */
     rc_cpu_account();
     return rc_wait(now);
   }

@@ -103,14 +103,24 @@ Test(hotness, each_chunk_gets_a_vma_of_its_own_once_up_to_the_bound)
   cr_expect(atomic_load(&c[2].flags) == 0);
 }
 
-/* The chunk at lo + k chunks, its smaps entry with `kb` referenced. */
-static int hn_vma(char *buf, size_t size, uintptr_t lo, unsigned chunks, unsigned kb)
+/* The smaps entry of a VMA of `chunks` chunks at lo: `rss` kB resident, of
+ * which `ref` referenced and `huge` in huge pages (AnonHugePages: comes
+ * after Referenced:, as in the kernel's). */
+static int hn_vma_of(char *buf, size_t size, uintptr_t lo, unsigned chunks, unsigned rss, unsigned ref,
+                     unsigned huge)
 {
   return snprintf(buf, size,
                   "%lx-%lx rw-p 00000000 00:00 0 \n"
                   "Size:               %u kB\nRss:                %u kB\nReferenced:         %u kB\n"
-                  "Anonymous:          %u kB\n",
-                  (unsigned long)lo, (unsigned long)(lo + chunks * TM_CHUNK_SIZE), chunks * 2048, kb, kb, kb);
+                  "Anonymous:          %u kB\nAnonHugePages:      %u kB\n",
+                  (unsigned long)lo, (unsigned long)(lo + chunks * TM_CHUNK_SIZE), chunks * 2048, rss, ref, rss,
+                  huge);
+}
+
+/* The same with `kb` resident, all of it referenced, in 4 KiB pages. */
+static int hn_vma(char *buf, size_t size, uintptr_t lo, unsigned chunks, unsigned kb)
+{
+  return hn_vma_of(buf, size, lo, chunks, kb, kb, 0);
 }
 
 /* What the scans wrote to the tree's clear_refs, into buf. */
@@ -185,13 +195,9 @@ Test(hotness, heat_is_the_share_of_resident_pages_referenced_averaged_over_reads
   uintptr_t lo = tm_range_lo(0);
   tm_chunk_t *c = tm_chunk_of((void *)lo);
   char smaps[1024];
-  /* Referenced: comes before AnonHugePages:, as in the kernel's smaps. */
-  const char *fmt = "%lx-%lx rw-p 00000000 00:00 0 \nRss:   %u kB\nReferenced:   %u kB\nAnonHugePages:  %u kB\n";
-  int n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048, 0);
-  n += snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
-                (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 256, 0);
-  snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + 2 * TM_CHUNK_SIZE),
-           (unsigned long)(lo + 3 * TM_CHUNK_SIZE), 2048, 2048, 2048);
+  int n = hn_vma_of(smaps, sizeof smaps, lo, 1, 2048, 2048, 0);
+  n += hn_vma_of(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 1024, 256, 0);
+  hn_vma_of(smaps + n, sizeof smaps - (size_t)n, lo + 2 * TM_CHUNK_SIZE, 1, 2048, 2048, 2048);
   tmptree_put("proc/self/smaps", smaps);
   cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan clears");
   cr_expect_eq(tm_hotness_heat(&c[0]), 0, "nothing read yet");
@@ -204,9 +210,8 @@ Test(hotness, heat_is_the_share_of_resident_pages_referenced_averaged_over_reads
   cr_expect(tm_hotness_graded(&c[0]) && tm_hotness_graded(&c[1]), "4 KiB pages");
   cr_expect_eq(tm_hotness_heat(&c[2]), 64, "a huge page seen");
   cr_expect(!tm_hotness_graded(&c[2]), "one accessed bit for the whole chunk: not graded");
-  n = snprintf(smaps, sizeof smaps, fmt, (unsigned long)lo, (unsigned long)(lo + TM_CHUNK_SIZE), 2048, 2048, 0);
-  snprintf(smaps + n, sizeof smaps - (size_t)n, fmt, (unsigned long)(lo + TM_CHUNK_SIZE),
-           (unsigned long)(lo + 2 * TM_CHUNK_SIZE), 1024, 0, 0);
+  n = hn_vma_of(smaps, sizeof smaps, lo, 1, 2048, 2048, 0);
+  hn_vma_of(smaps + n, sizeof smaps - (size_t)n, lo + TM_CHUNK_SIZE, 1, 1024, 0, 0);
   tmptree_put("proc/self/smaps", smaps);
   usleep(110 * 1000);
   tm_hotness_tick();

@@ -725,14 +725,6 @@ static void rt_set_heat(void **b, int first, int last, unsigned heat)
   for (int i = first; i < last; i++) atomic_store(&tm_chunk_of(b[i])->heat, (uint8_t)heat);
 }
 
-/* Every committed chunk as hot as `heat`. */
-static void rt_set_heat_all(unsigned heat)
-{
-  for (unsigned i = 0; i < tm_ranges.n; i++)
-    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
-      if (tm_chunk_bytes(tm_chunk_of((void *)a))) atomic_store(&tm_chunk_of((void *)a)->heat, (uint8_t)heat);
-}
-
 /* Every committed chunk of tier 0 hot, as hot as `heat`; every one below
  * cold. */
 static void rt_heat_tiers(unsigned heat)
@@ -1040,8 +1032,7 @@ Test(reclaim, among_chunks_all_seen_the_least_hot_are_demoted_first)
 {
   void *p[16];
   uint64_t limit = rt_sorted_over_max(p, 4);
-  rt_heat_all(true);
-  rt_set_heat_all(125);
+  rt_heat_tiers(125);
   rt_set_heat(p, 12, 16, 10);   /* the highest addresses, the least hot */
   tm_reclaim_pass();
   cr_expect_leq(tm_policy_used(0), limit, "down to the max");
