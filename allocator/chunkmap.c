@@ -9,6 +9,7 @@
 
 tm_chunk_t *tm_chunks;
 uintptr_t tm_chunks_per_range;
+_Atomic uint64_t *tm_chunk_pieces;
 
 static _Atomic int64_t chunk_bytes[TIER_MAX_TIERS];
 
@@ -31,7 +32,7 @@ int tm_chunkmap_init(void)
 {
   if (tm_ranges.n == 0) return 0;
   uintptr_t per = tm_range_span() >> TM_CHUNK_SHIFT;
-  size_t size = (size_t)tm_ranges.n * per * sizeof(tm_chunk_t);
+  size_t n = (size_t)tm_ranges.n * per, size = n * (sizeof(tm_chunk_t) + sizeof *tm_chunk_pieces);
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                  -1, 0);
   if (p == MAP_FAILED) {
@@ -41,7 +42,9 @@ int tm_chunkmap_init(void)
     return err;
   }
   tm_chunks_per_range = per;
-  tm_chunks = p;
+  /* The pieces' records first: 8-byte aligned, then the 12-byte entries. */
+  tm_chunk_pieces = p;
+  tm_chunks = (tm_chunk_t *)(tm_chunk_pieces + n);
   return 0;
 }
 
@@ -130,6 +133,7 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
                                                 memory_order_acquire, memory_order_relaxed)) {
     if (old & CHUNK_BUSY) old = chunk_settled(c);
   }
+  tm_chunk_unshift(c);   /* which pieces' bytes went is not known */
   unsigned t = tm_chunk_tier(c);
   atomic_fetch_sub_explicit(&chunk_bytes[t], n, memory_order_relaxed);
   if (old != n) {
@@ -150,11 +154,11 @@ void tm_chunk_emptied(tm_chunk_t *c)
   pthread_rwlock_unlock(&chunk_fork_lock);
 }
 
-bool tm_chunk_hold(tm_chunk_t *c)
+static bool chunk_hold(tm_chunk_t *c, bool idle)
 {
   pthread_rwlock_rdlock(&chunk_fork_lock);
   uint32_t old = atomic_load_explicit(&c->committed, memory_order_relaxed);
-  while (old != 0 && !(old & CHUNK_BUSY)) {
+  while ((idle || old != 0) && !(old & CHUNK_BUSY)) {
     if (atomic_compare_exchange_weak_explicit(&c->committed, &old, old | CHUNK_BUSY,
                                               memory_order_acquire, memory_order_relaxed))
       return true;
@@ -163,8 +167,44 @@ bool tm_chunk_hold(tm_chunk_t *c)
   return false;
 }
 
+bool tm_chunk_hold(tm_chunk_t *c)
+{
+  return chunk_hold(c, false);
+}
+
+bool tm_chunk_hold_idle(tm_chunk_t *c)
+{
+  return chunk_hold(c, true);
+}
+
+void tm_chunk_shift(tm_chunk_t *c, uint32_t pieces, uint32_t bytes)
+{
+  _Atomic uint64_t *r = &tm_chunk_pieces[c - tm_chunks];
+  uint64_t old = atomic_load_explicit(r, memory_order_relaxed), want;
+  uint32_t committed = tm_chunk_bytes(c), add;
+  do {
+    uint32_t have = (uint32_t)(old >> 32);
+    add = have + bytes > committed ? (committed > have ? committed - have : 0) : bytes;
+    want = ((uint64_t)(have + add) << 32) | (uint32_t)old | pieces;
+  } while (!atomic_compare_exchange_weak_explicit(r, &old, want, memory_order_relaxed,
+                                                  memory_order_relaxed));
+  atomic_fetch_sub_explicit(&chunk_bytes[tm_chunk_tier(c)], add, memory_order_relaxed);
+  atomic_fetch_add_explicit(&chunk_bytes[0], add, memory_order_relaxed);
+}
+
+void tm_chunk_unshift(tm_chunk_t *c)
+{
+  _Atomic uint64_t *r = &tm_chunk_pieces[c - tm_chunks];
+  if (atomic_load_explicit(r, memory_order_relaxed) == 0) return;
+  /* One exchange: of two threads dropping it at once, one counts it back. */
+  uint32_t bytes = (uint32_t)(atomic_exchange_explicit(r, 0, memory_order_relaxed) >> 32);
+  atomic_fetch_sub_explicit(&chunk_bytes[0], bytes, memory_order_relaxed);
+  atomic_fetch_add_explicit(&chunk_bytes[tm_chunk_tier(c)], bytes, memory_order_relaxed);
+}
+
 void tm_chunk_move(tm_chunk_t *c, unsigned to)
 {
+  tm_chunk_unshift(c);
   unsigned from = tm_chunk_tier(c);
   if (from == to) return;
   uint32_t n = atomic_load_explicit(&c->committed, memory_order_relaxed) & ~CHUNK_BUSY;

@@ -58,6 +58,26 @@ typedef struct tm_chunk_s {
 extern tm_chunk_t *tm_chunks;
 extern uintptr_t tm_chunks_per_range;
 
+/* Pieces: a chunk's 64 KiB parts, which reclaim can move up to tier 0 on
+ * their own (a hot piece of a chunk on a lower tier: migrate.h,
+ * tm_migrate_pieces). A chunk with pieces up keeps its tier, its policy and
+ * its one VMA; the record below says which pieces are up and how many of
+ * its committed bytes count on tier 0 rather than on the chunk's tier (the
+ * bytes of the pages moved): tier_of, the per-tier committed figures (what
+ * budgets are checked in) and reclaim's resident figures follow it. A page
+ * of an up piece first touched after the move faults on the chunk's tier
+ * (its policy), where tier_of still says 0. The record is dropped, its bytes
+ * counted back on the chunk's tier, when the chunk moves whole
+ * (tm_chunk_move), is paged out or emptied, or any of its bytes is
+ * decommitted: the pieces' pages may still be on tier 0 then, which the
+ * next whole move puts right. */
+#define TM_PIECE_SHIFT TM_OS_PIECE_SHIFT
+#define TM_PIECES (1u << (TM_CHUNK_SHIFT - TM_PIECE_SHIFT))
+
+/* Per chunk, parallel to tm_chunks: the up mask (bit i: piece i is on tier
+ * 0) in the low 32 bits, the bytes counted on tier 0 above. */
+extern _Atomic uint64_t *tm_chunk_pieces;
+
 /* Maps the entries (address space only: MAP_NORESERVE, touched as chunks are
  * used) for the active ranges. 0 or a positive errno (then tier_of falls
  * back to the home tier). */
@@ -84,6 +104,25 @@ static inline unsigned tm_chunk_tier(const tm_chunk_t *c)
 {
   unsigned t = atomic_load_explicit(&c->tier, memory_order_relaxed);
   return t ? t - 1 : tm_chunk_home(c);
+}
+
+/* Pieces of c on tier 0 (bit i: piece i); 0 for most. */
+static inline uint32_t tm_chunk_pieces_up(const tm_chunk_t *c)
+{
+  return (uint32_t)atomic_load_explicit(&tm_chunk_pieces[c - tm_chunks], memory_order_relaxed);
+}
+
+/* Bytes of c counted on tier 0 for its pieces up. */
+static inline uint32_t tm_chunk_shifted(const tm_chunk_t *c)
+{
+  return (uint32_t)(atomic_load_explicit(&tm_chunk_pieces[c - tm_chunks], memory_order_relaxed) >> 32);
+}
+
+/* Tier of the page at p, in chunk c: its piece's when up, else the chunk's. */
+static inline unsigned tm_chunk_tier_at(const tm_chunk_t *c, const void *p)
+{
+  unsigned piece = (unsigned)(((uintptr_t)p & (TM_CHUNK_SIZE - 1)) >> TM_PIECE_SHIFT);
+  return tm_chunk_pieces_up(c) >> piece & 1 ? 0 : tm_chunk_tier(c);
 }
 
 /* First address of the chunk c. */
@@ -118,9 +157,20 @@ void tm_chunk_emptied(tm_chunk_t *c);
  * decommitting from it wait (one mbind of 2 MiB). false: c is empty, or
  * another thread holds it; nothing was taken. */
 bool tm_chunk_hold(tm_chunk_t *c);
+/* The same, empty or not (nothing places it meanwhile): to bind a chunk's
+ * policy without a move. */
+bool tm_chunk_hold_idle(tm_chunk_t *c);
+
+/* The held chunk c, on a tier below 0, has `pieces` up too now, and
+ * `bytes` more of its committed bytes count on tier 0 (at most what it
+ * has committed, all pieces together). */
+void tm_chunk_shift(tm_chunk_t *c, uint32_t pieces, uint32_t bytes);
+/* Drops c's pieces record (chunkmap.h above); safe without a hold. */
+void tm_chunk_unshift(tm_chunk_t *c);
 
 /* Makes `to` the current tier of the held chunk c, moving its committed
- * bytes and its charge there (the caller bound its pages there). */
+ * bytes and its charge there (the caller bound its pages there), its
+ * pieces' too. */
 void tm_chunk_move(tm_chunk_t *c, unsigned to);
 void tm_chunk_release(tm_chunk_t *c);
 

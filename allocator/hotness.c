@@ -1,5 +1,6 @@
 #include "hotness.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <time.h>
@@ -7,6 +8,7 @@
 
 #include "kfile.h"
 #include "log.h"
+#include "migrate.h"
 #include "options.h"
 #include "os.h"
 #include "text.h"
@@ -27,6 +29,14 @@ static struct {
   _Atomic bool scanned;   /* the bits were cleared once: a reclaim thread reads them */
   uint64_t max_split;
   _Atomic uint64_t nsplit;
+  /* Pieces: chunks reclaim asked to read so, those made one VMA per piece
+   * (split in the kernel) with what the read saw of them, and what the last
+   * read saw. Only the reclaim thread touches these. */
+  unsigned sample_max;
+  unsigned nqueued, nsplit_now, nseen;
+  tm_chunk_t *queued[TM_HOTNESS_SAMPLE_MAX], *split[TM_HOTNESS_SAMPLE_MAX], *seen_c[TM_HOTNESS_SAMPLE_MAX];
+  uint32_t split_seen[TM_HOTNESS_SAMPLE_MAX], seen_mask[TM_HOTNESS_SAMPLE_MAX];
+  bool split_read[TM_HOTNESS_SAMPLE_MAX];
 } hn = { .source = HN_COMMIT_AGE };
 
 static uint64_t hn_now_ns(void)
@@ -180,6 +190,14 @@ void tm_hotness_init(const char *root, uint64_t max_split)
     win = win_max;
   }
   hn.window_ns = win;
+  uint64_t pieces = tm_option(TM_OPTION_HOTNESS_PIECES)->num;
+  if (pieces > TM_HOTNESS_SAMPLE_MAX) {
+    tm_warn("TIERMALLOC_HOTNESS_PIECES=%llu is more than %u; using %u", (unsigned long long)pieces,
+            TM_HOTNESS_SAMPLE_MAX, TM_HOTNESS_SAMPLE_MAX);
+    pieces = TM_HOTNESS_SAMPLE_MAX;
+  }
+  hn.sample_max = (unsigned)pieces;
+  hn.nqueued = hn.nsplit_now = hn.nseen = 0;
   int want = (int)tm_option(TM_OPTION_HOTNESS)->num;
   hn.source = want == HN_AUTO ? (hn_accessed_available() ? HN_ACCESSED : HN_COMMIT_AGE) : want;
   if (want == HN_ACCESSED && !hn_accessed_available()) {
@@ -214,6 +232,71 @@ bool tm_hotness_split(tm_chunk_t *c)
   return true;
 }
 
+static int hn_split_slot(const tm_chunk_t *c)
+{
+  for (unsigned i = 0; i < hn.nsplit_now; i++)
+    if (hn.split[i] == c) return (int)i;
+  return -1;
+}
+
+bool tm_hotness_sample(tm_chunk_t *c)
+{
+  if (hn.source != HN_ACCESSED || hn.nqueued >= hn.sample_max ||
+      !(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT))
+    return false;
+  for (unsigned i = 0; i < hn.nqueued; i++)
+    if (hn.queued[i] == c) return false;
+  hn.queued[hn.nqueued++] = c;
+  return true;
+}
+
+unsigned tm_hotness_pieces_seen(tm_chunk_t **c, uint32_t *seen, unsigned max)
+{
+  unsigned n = hn.nseen < max ? hn.nseen : max;
+  for (unsigned i = 0; i < n; i++) {
+    c[i] = hn.seen_c[i];
+    seen[i] = hn.seen_mask[i];
+  }
+  return n;
+}
+
+/* Before a clear: the chunks reclaim asked for become one VMA per piece. A
+ * kernel that cannot tell pieces apart is not asked again. */
+static void hn_split_queued(void)
+{
+  for (unsigned i = 0; i < hn.nqueued && hn.nsplit_now < TM_HOTNESS_SAMPLE_MAX; i++) {
+    if (hn_split_slot(hn.queued[i]) >= 0) continue;   /* still split: a merge found it busy */
+    int err = tm_migrate_split(hn.queued[i]);
+    if (err == ENOTSUP) hn.sample_max = 0;
+    if (err != 0) continue;
+    hn.split[hn.nsplit_now] = hn.queued[i];
+    hn.split_seen[hn.nsplit_now] = 0;
+    hn.split_read[hn.nsplit_now++] = false;
+  }
+  hn.nqueued = 0;
+}
+
+/* After a read: keeps what it saw of the pieces, and merges each chunk back
+ * into one VMA; one held meanwhile (a move or a commit: EBUSY) is merged
+ * after the next read. */
+static void hn_merge_split(void)
+{
+  unsigned keep = 0;
+  hn.nseen = 0;
+  for (unsigned i = 0; i < hn.nsplit_now; i++) {
+    if (hn.split_read[i]) {
+      hn.seen_c[hn.nseen] = hn.split[i];
+      hn.seen_mask[hn.nseen++] = hn.split_seen[i];
+    }
+    if (tm_migrate_merge(hn.split[i]) == EBUSY) {
+      hn.split[keep] = hn.split[i];
+      hn.split_seen[keep] = 0;
+      hn.split_read[keep++] = false;
+    }
+  }
+  hn.nsplit_now = keep;
+}
+
 /* A VMA line of smaps ("lo-hi perms offset dev inode [path]"): its bounds. */
 static bool hn_vma(const char *line, uint64_t *lo, uint64_t *hi)
 {
@@ -229,11 +312,14 @@ static uint64_t hn_bytes(const char *line, size_t field_len)
   return tm_kfile_parse_kb(line + field_len, &v) == 0 ? v : 0;
 }
 
-/* What one read of the bits said of a chunk's VMA (bytes). */
+/* What one read of the bits said of a chunk's VMA, or of the VMAs of its
+ * pieces together (bytes). */
 typedef struct {
-  tm_chunk_t *c;   /* NULL: the VMA is not one chunk */
+  tm_chunk_t *c;   /* NULL: the VMA is not one chunk, nor a piece of one split */
   uint64_t rss, ref, huge;
   bool read;       /* it had a Referenced: line */
+  int slot;        /* a piece: hn.split[slot] is its chunk; -1: a whole chunk */
+  unsigned piece;  /* which */
 } hn_vma_read_t;
 
 /* What one read of the bits says of v->c: seen (some page referenced) or
@@ -263,24 +349,40 @@ static bool hn_read_referenced(void)
   char path[TM_KFILE_PATH_MAX], line[256];
   tm_kfile_lines_t r;
   if (hn_path(path, "smaps") != 0 || tm_kfile_lines_open(&r, path) != 0) return false;
-  hn_vma_read_t v = { 0 };   /* the current VMA; its fields come after its line */
+  hn_vma_read_t v = { .slot = -1 };   /* the current VMA; its fields come after its line */
   bool seen = false;
   int cut, len;
+  const uint64_t piece = (uint64_t)1 << TM_PIECE_SHIFT;
   while ((len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0) {
     uint64_t lo, hi;
     if (hn_vma(line, &lo, &hi)) {
+      tm_chunk_t *c = NULL;
+      int slot = -1;
+      if (hi - lo == piece && !(lo & (piece - 1)) && hn.nsplit_now &&
+          (slot = hn_split_slot(c = tm_chunk_of((void *)(uintptr_t)lo))) < 0)
+        c = NULL;
+      unsigned at = (unsigned)((lo & (TM_CHUNK_SIZE - 1)) >> TM_PIECE_SHIFT);
+      if (c && c == v.c && slot == v.slot) {   /* the next piece of the same chunk */
+        v.piece = at;
+        continue;
+      }
       hn_saw(&v);
-      v = (hn_vma_read_t){ 0 };
-      if (hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1))) v.c = tm_chunk_of((void *)(uintptr_t)lo);
+      v = (hn_vma_read_t){ .c = c, .slot = slot, .piece = at };
+      if (!c && hi - lo == TM_CHUNK_SIZE && !(lo & (TM_CHUNK_SIZE - 1))) v.c = tm_chunk_of((void *)(uintptr_t)lo);
       continue;
     }
     if (strncmp(line, "Referenced:", 11) == 0) {
       seen = v.read = true;
-      if (v.c) v.ref = hn_bytes(line, 11);
+      uint64_t ref = v.c ? hn_bytes(line, 11) : 0;
+      v.ref += ref;
+      if (v.slot >= 0) {
+        hn.split_read[v.slot] = true;
+        if (ref) hn.split_seen[v.slot] |= 1u << v.piece;
+      }
     } else if (v.c && strncmp(line, "Rss:", 4) == 0) {
-      v.rss = hn_bytes(line, 4);
+      v.rss += hn_bytes(line, 4);
     } else if (v.c && strncmp(line, "AnonHugePages:", 14) == 0) {
-      v.huge = hn_bytes(line, 14);
+      v.huge += hn_bytes(line, 14);
     }
   }
   hn_saw(&v);
@@ -315,6 +417,7 @@ bool tm_hotness_scan(tm_scan_pace_t pace)
     if (now < hn.read_due_ns) return false;
     hn.read_due_ns = 0;
     ok = hn_read_referenced();
+    if (ok) hn_merge_split();
   } else {
     uint64_t gap = pace == TM_SCAN_SOON ? TM_HOTNESS_SOON_MS * 1000000ull
                                         : (pace == TM_SCAN_BUSY ? 2 : 1) * hn.interval_ns;
@@ -325,6 +428,7 @@ bool tm_hotness_scan(tm_scan_pace_t pace)
       /* Cleared now, read a window later (tm_hotness_read_due): only what
        * is used within it. The bits gather unread for the rest of the
        * interval. */
+      hn_split_queued();
       ok = hn_clear();
       if (ok) {
         hn.read_due_ns = now + hn.window_ns;
@@ -332,7 +436,12 @@ bool tm_hotness_scan(tm_scan_pace_t pace)
         return false;
       }
     } else {
-      ok = (first || hn_read_referenced()) && hn_clear();
+      ok = first || hn_read_referenced();
+      if (ok) {
+        hn_merge_split();
+        hn_split_queued();
+        ok = hn_clear();
+      }
     }
   }
   if (!ok) {
@@ -340,6 +449,8 @@ bool tm_hotness_scan(tm_scan_pace_t pace)
             "using the commit age");
     hn.source = HN_COMMIT_AGE;
     hn.read_due_ns = 0;
+    hn_merge_split();   /* back to one VMA each; nothing to act on */
+    hn.nseen = hn.nqueued = 0;
     return false;
   }
   hn.reads += !first;

@@ -143,6 +143,21 @@ bool tm_hotness_tracking(void);
  * are. */
 bool tm_hotness_split(tm_chunk_t *c);
 
+/* Pieces (chunkmap.h): reclaim asks for the bits of up to
+ * TM_HOTNESS_SAMPLE_MAX chunks a read per 64 KiB piece
+ * (TIERMALLOC_HOTNESS_PIECES). tm_hotness_scan makes each such chunk one
+ * VMA per piece just before it clears the bits (tm_migrate_split), and one
+ * VMA again just after it reads them (tm_migrate_merge): the VMAs come back
+ * to what they were, and the chunk's heat sums its pieces'. false: not
+ * taken (no pieces, the sample full, or c not a VMA of its own). */
+#define TM_HOTNESS_SAMPLE_MAX 32u
+bool tm_hotness_sample(tm_chunk_t *c);
+
+/* What the last read saw of the chunks read per piece: up to max of them
+ * into c[], and into seen[] which of their pieces had a page accessed
+ * (bit i: piece i). Returns how many. */
+unsigned tm_hotness_pieces_seen(tm_chunk_t **c, uint32_t *seen, unsigned max);
+
 /* How soon tm_hotness_scan reads the bits again. */
 typedef enum tm_scan_pace_e {
   TM_SCAN_DUE = 0,   /* once an interval */

@@ -77,6 +77,65 @@ int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
   return err;
 }
 
+#define MIGRATE_PIECE_PAGES (MIGRATE_PAGES / TM_PIECES)
+
+int tm_migrate_pieces(tm_chunk_t *c, uint32_t pieces, tm_migrate_counts_t *out)
+{
+  if (!tm_chunk_hold(c)) return EBUSY;
+  uintptr_t a = tm_chunk_addr(c);
+  int8_t before[MIGRATE_PAGES];
+  void *pages[MIGRATE_PAGES];
+  int status[MIGRATE_PAGES];
+  unsigned at[MIGRATE_PAGES], n = 0;
+  int err = tm_range_os()->push ? migrate_where(a, before) : ENOTSUP;
+  for (unsigned i = 0; err == 0 && i < MIGRATE_PAGES; i++)
+    if ((pieces >> (i / MIGRATE_PIECE_PAGES) & 1) && before[i] > 0) {
+      at[n] = i;
+      pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
+    }
+  if (err == 0 && n > 0) err = tm_range_os()->push(pages, (int)n, migrate_topo->tier[0].first_node, status);
+  if (err == 0) {
+    uint32_t up = 0;
+    uint64_t moved = 0, failed = 0;
+    for (unsigned k = 0; k < n; k++) {
+      int node = status[k];
+      if (node >= 0 && node < TIER_MAX_NODES && migrate_topo->node_tier[node] == 0) {
+        moved++;
+        up |= 1u << (at[k] / MIGRATE_PIECE_PAGES);
+      } else {
+        failed++;
+      }
+    }
+    tm_chunk_shift(c, up, (uint32_t)(moved * MIGRATE_PAGE));
+    out->moved += moved * MIGRATE_PAGE;
+    out->failed += failed * MIGRATE_PAGE;
+  }
+  tm_chunk_release(c);
+  return err;
+}
+
+static int migrate_policy(tm_chunk_t *c, bool split)
+{
+  if (split ? !tm_chunk_hold(c) : !tm_chunk_hold_idle(c)) return EBUSY;
+  const tm_tier_t *tier = &migrate_topo->tier[tm_chunk_tier(c)];
+  void *a = (void *)tm_chunk_addr(c);
+  int err = !split ? tm_range_os()->bind(a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node)
+            : tm_range_os()->pieces ? tm_range_os()->pieces(a, &tier->nodes, tier->first_node)
+            : ENOTSUP;
+  tm_chunk_release(c);
+  return err;
+}
+
+int tm_migrate_split(tm_chunk_t *c)
+{
+  return migrate_policy(c, true);
+}
+
+int tm_migrate_merge(tm_chunk_t *c)
+{
+  return migrate_policy(c, false);
+}
+
 /* Pages resident in one chunk's mincore vector: bit 0 of each byte, summed
  * eight bytes at a time (a pass sums the whole heap's vectors). */
 static unsigned migrate_count(const unsigned char *vec)
@@ -119,6 +178,7 @@ int tm_migrate_pageout(tm_chunk_t *c, tm_migrate_counts_t *out)
   if (before == 0) return 0;
   int err = tm_range_os()->pageout((void *)a, TM_CHUNK_SIZE);
   if (err != 0) return err;
+  tm_chunk_unshift(c);   /* a piece's pages come back by the chunk's policy */
   out->asked += (uint64_t)before * MIGRATE_PAGE;
   unsigned after = migrate_resident_pages(a);
   out->moved += (uint64_t)(before > after ? before - after : 0) * MIGRATE_PAGE;

@@ -38,8 +38,24 @@ void tm_migrate_init(const tm_topology_t *topo);
  * kernel refused the move (nothing moved, the chunk stays where it was). */
 int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out);
 
-/* Pages out the resident pages of chunk c (MADV_PAGEOUT). moved: bytes no
- * longer resident afterwards (mincore). Pages still resident are not
+/* Moves the pages of chunk c's pieces in `pieces` (bit i: piece i, as in
+ * chunkmap.h) that are on another tier to tier 0, one move_pages call,
+ * leaving the chunk's tier and policy as they are; the pieces with a page
+ * moved are up (tm_chunk_shift, with the bytes moved). Adds to *out.
+ * Returns 0; EBUSY when the chunk is empty or held; another positive errno
+ * when the kernel refused (nothing moved). */
+int tm_migrate_pieces(tm_chunk_t *c, uint32_t pieces, tm_migrate_counts_t *out);
+
+/* Makes the non-empty chunk c one VMA per piece, its pages staying where
+ * they are (tm_os_t.pieces), so the accessed bits are read per piece; or
+ * back one VMA (merge). 0; EBUSY when c is held (or, splitting, empty);
+ * ENOTSUP when the kernel cannot tell pieces apart. */
+int tm_migrate_split(tm_chunk_t *c);
+int tm_migrate_merge(tm_chunk_t *c);
+
+/* Pages out the resident pages of chunk c (MADV_PAGEOUT), its pieces' too
+ * (their record is dropped). moved: bytes no longer resident afterwards
+ * (mincore). Pages still resident are not
  * counted at all: mincore cannot tell a page the kernel refused from one
  * written to swap and still in the swap cache. Returns 0 or a positive
  * errno. */

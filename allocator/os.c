@@ -8,6 +8,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#ifndef MADV_COLD
+#define MADV_COLD 20
+#endif
+
 #ifndef MPOL_PREFERRED_MANY
 #define MPOL_PREFERRED_MANY 5
 #endif
@@ -46,15 +50,14 @@ void tm_os_split_chunks(bool on, int marker)
   atomic_store_explicit(&os_marker, marker, memory_order_relaxed);
 }
 
+/* A policy preferring `nodes` (first_node before 5.15), with the marker
+ * nodes `marks` in its mask too (os.h: they tell policies apart). */
 static int os_policy_of(void *p, size_t size, const tm_nodemask_t *nodes, int first_node,
-                        int mode_flags, int marker, unsigned flags)
+                        int mode_flags, const tm_nodemask_t *marks, unsigned flags)
 {
-  tm_nodemask_t marked = *nodes, one = {{0}};
+  tm_nodemask_t marked = *nodes, one = *marks;
   tm_nodemask_set(&one, first_node);
-  if (marker >= 0) {
-    tm_nodemask_set(&marked, marker);
-    tm_nodemask_set(&one, marker);
-  }
+  for (unsigned i = 0; i < sizeof marked.w / sizeof marked.w[0]; i++) marked.w[i] |= marks->w[i];
   /* The kernel reads maxnode-1 bits; one more than our mask holds. */
   int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)marked.w,
                      TIER_MAX_NODES + 1, flags);
@@ -74,11 +77,36 @@ static int os_policy(void *p, size_t size, const tm_nodemask_t *nodes, int first
   bool chunk = os_split && size == (size_t)1 << TM_OS_CHUNK_SHIFT;
   int marker = chunk && !((uintptr_t)p >> TM_OS_CHUNK_SHIFT & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
   int mode_flags = chunk ? MPOL_F_STATIC_NODES : 0;
-  int err = os_policy_of(p, size, nodes, first_node, mode_flags, marker, flags);
+  tm_nodemask_t marks = {{0}};
+  if (marker >= 0) tm_nodemask_set(&marks, marker);
+  int err = os_policy_of(p, size, nodes, first_node, mode_flags, &marks, flags);
   if (err == EINVAL && marker >= 0) {
-    err = os_policy_of(p, size, nodes, first_node, mode_flags, -1, flags);
+    tm_nodemask_t none = {{0}};
+    err = os_policy_of(p, size, nodes, first_node, mode_flags, &none, flags);
     if (err == 0) atomic_store_explicit(&os_marker, -1, memory_order_relaxed);
   }
+  return err;
+}
+
+/* Pieces have the marker's next node in their mask, which no chunk has, and
+ * odd pieces the marker too: each piece's policy differs from its
+ * neighbours', pieces' or chunks'. */
+static int os_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
+{
+  int marker = atomic_load_explicit(&os_marker, memory_order_relaxed);
+  if (!os_split || marker < 0 || marker + 1 >= TIER_MAX_NODES) return ENOTSUP;
+  const size_t chunk = (size_t)1 << TM_OS_CHUNK_SHIFT, piece = (size_t)1 << TM_OS_PIECE_SHIFT;
+  int err = madvise(p, chunk, MADV_NOHUGEPAGE) == 0 ? 0 : errno;
+  for (size_t off = 0; off < chunk && err == 0; off += piece) {
+    tm_nodemask_t marks = {{0}};
+    tm_nodemask_set(&marks, marker + 1);
+    if (off / piece & 1) tm_nodemask_set(&marks, marker);
+    err = os_policy_of((char *)p + off, piece, nodes, first_node, MPOL_F_STATIC_NODES, &marks, 0);
+  }
+  /* Split mappings leave a huge page one large folio, which smaps reports
+   * as all referenced and move_pages moves whole (bench/pieces.c);
+   * MADV_COLD on part of it splits it. */
+  if (err == 0) madvise(p, 4096, MADV_COLD);
   return err;
 }
 
@@ -144,4 +172,5 @@ const tm_os_t tm_os_linux = {
   .push = os_push,
   .pageout = os_pageout,
   .resident = os_resident,
+  .pieces = os_pieces,
 };

@@ -16,6 +16,8 @@
 /* The 2 MiB block the layers above work in (chunkmap.h's chunk): os.c tells
  * a chunk's bind by its size and parity. */
 #define TM_OS_CHUNK_SHIFT 21
+/* The 64 KiB piece of a chunk that moves on its own (chunkmap.h). */
+#define TM_OS_PIECE_SHIFT 16
 
 typedef struct tm_os_s {
   /* Reserves size bytes of address space: PROT_NONE, MAP_NORESERVE, so it
@@ -59,6 +61,14 @@ typedef struct tm_os_s {
   /* Which pages of [p, p+size) are resident (mincore): vec[i] & 1 for page i;
    * swapped-out pages are not. */
   int (*resident)(void *p, size_t size, unsigned char *vec);
+  /* Splits the chunk at p (a VMA of its own: tm_os_split_chunks) into one
+   * VMA per 64 KiB piece, each bound to `nodes` as bind does (no page
+   * moves), so the kernel reports accessed pages per piece; and its huge
+   * page, if any, into 4 KiB pages, with no huge page there again
+   * (MADV_NOHUGEPAGE: a piece moves alone). A bind of the whole chunk
+   * merges it back into one VMA. ENOTSUP while not splitting chunks or with
+   * no marker node. May be NULL in a double (no pieces then). */
+  int (*pieces)(void *p, const tm_nodemask_t *nodes, int first_node);
 } tm_os_t;
 
 /* The real primitives. */

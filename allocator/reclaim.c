@@ -262,9 +262,14 @@ static void rc_measure(rc_scan_t *s)
         s->boundaries += t != prev;
         prev = t;
         if (tm_chunk_bytes(c) == 0) continue;
-        s->resident[t] += res[k];
-        if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_BASE))
-          s->budgeted[t] += res[k];
+        /* Its pieces up (chunkmap.h) count on tier 0, as much as is there. */
+        uint64_t up = tm_chunk_shifted(c) < res[k] ? tm_chunk_shifted(c) : res[k];
+        s->resident[t] += res[k] - up;
+        s->resident[0] += up;
+        if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_BASE)) {
+          s->budgeted[t] += res[k] - up;
+          s->budgeted[0] += up;
+        }
         /* Pages back in a chunk reclaim paged out: the program used it since.
          * The one access the allocator sees; it makes the chunk young, so a
          * working set is not paged out again and again. */
@@ -279,8 +284,10 @@ static void rc_measure(rc_scan_t *s)
             s->nstray < sizeof s->stray / sizeof s->stray[0])
           s->stray[s->nstray++] = c;
         if (!rc_movable(c)) continue;
-        s->movable[t] += res[k];
+        s->movable[t] += res[k] - up;
+        s->movable[0] += up;
         s->hist[t][rc_rank(c)]++;
+        if (tm_chunk_pieces_up(c)) s->hist[0][0]++;   /* rc_act: the hottest of tier 0 */
         if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
             s->nstray < sizeof s->stray / sizeof s->stray[0])
           s->stray[s->nstray++] = c;
@@ -320,7 +327,8 @@ static void rc_stray_mark(const rc_stray_scan_t *k, uintptr_t end)
   if (end > range_end) end = range_end;
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
     tm_chunk_t *c = tm_chunk_of((void *)a);
-    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c))
+    /* Not one with pieces up: they are above it on purpose. */
+    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c) && !tm_chunk_pieces_up(c))
       atomic_fetch_or_explicit(&c->flags, TM_CHUNK_STRAY, memory_order_relaxed);
   }
 }
@@ -632,13 +640,27 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
     for (unsigned i = 0; i < tm_ranges.n && done < upto; i++) {
       for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < upto; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);
-        if (tm_chunk_tier(c) != t || !rc_movable(c) || rc_rank(c) != b)
+        /* A chunk below with pieces on tier 0: they go back down to it,
+         * known hot, so last (rank 0), and never paged out from here. */
+        bool pieces = t == 0 && !pageout && tm_chunk_tier(c) != 0 && tm_chunk_pieces_up(c);
+        if ((!pieces && tm_chunk_tier(c) != t) || !rc_movable(c) || (pieces ? 0 : rc_rank(c)) != b)
           continue;
         tm_migrate_counts_t n = {0};
         if (room.pages != UINT64_MAX || room.bytes != UINT64_MAX) {
-          if (!rc_room_take(&room, room.pages != UINT64_MAX ? tm_migrate_resident(c) : 0,
-                            tm_chunk_bytes(c)))
+          uint64_t up = tm_chunk_shifted(c);
+          if (!rc_room_take(&room, room.pages == UINT64_MAX ? 0 : pieces ? up : tm_migrate_resident(c),
+                            pieces ? up : tm_chunk_bytes(c)))
             continue;
+        }
+        if (pieces) {
+          uint64_t up = tm_chunk_shifted(c);
+          if (tm_migrate_chunk(c, tm_chunk_tier(c), &n) != 0) continue;
+          rc_add(&rc_demoted[0], n.moved);
+          rc_add(&rc_failed[0], n.failed);
+          tm_hotness_moved(c);
+          s->hist[0][0]--;
+          done += n.moved > up ? n.moved : up;
+          continue;
         }
         if (pageout) {
           if (tm_migrate_pageout(c, &n) != 0) continue;
@@ -787,11 +809,11 @@ static uint64_t rc_room_below_high(unsigned t)
  * they are. */
 #define RC_EXCHANGE_MARGIN 8u
 
-static bool rc_may_replace(tm_chunk_t *up, tm_chunk_t *down)
+static bool rc_may_replace(unsigned u, bool graded, tm_chunk_t *down)
 {
   if (tm_hotness_cold(down)) return true;
-  if (tm_hotness_graded(up) != tm_hotness_graded(down)) return false;
-  unsigned u = tm_hotness_heat(up), d = tm_hotness_heat(down);
+  if (graded != tm_hotness_graded(down)) return false;
+  unsigned d = tm_hotness_heat(down);
   return u > d + (d / 4 > RC_EXCHANGE_MARGIN ? d / 4 : RC_EXCHANGE_MARGIN);
 }
 
@@ -838,17 +860,24 @@ static bool rc_hotter_first(const rc_pick_t *a, const rc_pick_t *b)
   return a->bytes > b->bytes;
 }
 
-/* The chunks of tier t that `up` may take the place of (movable, settled,
- * rc_may_replace), the coldest first: up to max into out[]; returns how
- * many. */
-static unsigned rc_colder(unsigned t, tm_chunk_t *up, rc_pick_t *out, unsigned max)
+/* The chunks of tier t that something of heat u (graded or not) may take
+ * the place of (movable, settled, rc_may_replace), the coldest first: up to
+ * max into out[]; returns how many. Of tier 0, also chunks below with
+ * pieces up gone cold (their bytes: the pieces'): a chunk's heat is not its
+ * pieces', which were the hot part of it. */
+static unsigned rc_colder(unsigned t, unsigned u, bool graded, rc_pick_t *out, unsigned max)
 {
   unsigned n = 0;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) == t && rc_movable(c) && rc_settled(c) && rc_may_replace(up, c))
-        rc_pick_offer(out, &n, max, rc_pick(c), rc_colder_first);
+      bool pieces = t == 0 && tm_chunk_tier(c) != 0 && tm_chunk_pieces_up(c);
+      if ((pieces || tm_chunk_tier(c) == t) && rc_movable(c) && rc_settled(c) &&
+          (pieces ? tm_hotness_cold(c) : rc_may_replace(u, graded, c))) {
+        rc_pick_t k = rc_pick(c);
+        if (pieces) k.bytes = tm_chunk_shifted(c);
+        rc_pick_offer(out, &n, max, k, rc_colder_first);
+      }
     }
   return n;
 }
@@ -869,14 +898,38 @@ static unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
   return n;
 }
 
+/* Room under tier t's high (less the hysteresis) for `bytes` of heat u
+ * (graded or not) coming from below: what is there, or what demoting to
+ * t+1 the colder chunks of t that it may replace makes (rc_colder; a few:
+ * the tier may stand a little above the mark, and chunks hold different
+ * amounts), none unless those found make enough room: an exchange that
+ * cannot finish moves nothing. RC_ROOM_STOP when a move failed. */
+typedef enum { RC_ROOM_NONE, RC_ROOM_MADE, RC_ROOM_STOP } rc_room_made_t;
+
+static rc_room_made_t rc_make_room(unsigned t, uint64_t bytes, unsigned u, bool graded)
+{
+  uint64_t room = rc_room_below_high(t);
+  if (room >= bytes) return RC_ROOM_MADE;
+  rc_pick_t cold[4];
+  unsigned nc = rc_colder(t, u, graded, cold, 4), k = 0;
+  uint64_t freed = 0;
+  while (k < nc && room + freed < bytes) freed += cold[k++].bytes;
+  if (room + freed < bytes) return RC_ROOM_NONE;
+  for (unsigned j = 0; j < k; j++) {
+    tm_migrate_counts_t n = {0};
+    unsigned to = tm_chunk_tier(cold[j].c) > t ? tm_chunk_tier(cold[j].c) : t + 1;   /* pieces: back down */
+    if (tm_migrate_chunk(cold[j].c, to, &n) != 0) return RC_ROOM_STOP;
+    rc_moved(cold[j].c, t, to, &n);
+  }
+  return rc_room_below_high(t) >= bytes ? RC_ROOM_MADE : RC_ROOM_STOP;
+}
+
 /* Moves the hot chunks of tier t (>= 1) up to t-1, the hottest first (of
- * RC_PICK_MAX a pass), at most `want` bytes: into the room under t-1's high
- * (less the hysteresis), and, when t-1 has none, in exchange for colder
- * chunks of t-1 (rc_colder; demoted to t first, so the tier's usage stays as
- * it was and its min and low are kept), and none unless those found make
- * room: an exchange that cannot finish moves nothing. None that moved in the
- * last RC_COOLDOWN_TICKS moves, and a chunk that failed to move waits as
- * long. Returns the bytes promoted. */
+ * RC_PICK_MAX a pass), at most `want` bytes: into the room under t-1's high,
+ * or in exchange for colder chunks of t-1 (rc_make_room; demoted to t
+ * first, so the tier's usage stays as it was and its min and low are kept).
+ * None that moved in the last RC_COOLDOWN_TICKS moves, and a chunk that
+ * failed to move waits as long. Returns the bytes promoted. */
 static uint64_t rc_promote(unsigned t, uint64_t want)
 {
   uint64_t done = 0;
@@ -886,27 +939,94 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
     tm_chunk_t *c = up[i].c;
     uint64_t bytes = tm_chunk_bytes(c);
     tm_migrate_counts_t n = {0};
-    uint64_t room = rc_room_below_high(t - 1);
-    if (room < bytes) {
-      /* A few: the tier may stand a little above the mark, and chunks hold
-       * different amounts. */
-      rc_pick_t cold[4];
-      unsigned nc = rc_colder(t - 1, c, cold, 4), k = 0;
-      uint64_t freed = 0;
-      while (k < nc && room + freed < bytes) freed += cold[k++].bytes;
-      if (room + freed < bytes) continue;   /* as hot as what it would replace */
-      for (unsigned j = 0; j < k; j++, n = (tm_migrate_counts_t){0}) {
-        if (tm_migrate_chunk(cold[j].c, t, &n) != 0) return done;
-        rc_moved(cold[j].c, t - 1, t, &n);
-      }
-      if (rc_room_below_high(t - 1) < bytes) return done;
-    }
+    rc_room_made_t made = rc_make_room(t - 1, bytes, tm_hotness_heat(c), tm_hotness_graded(c));
+    if (made == RC_ROOM_STOP) return done;
+    if (made == RC_ROOM_NONE) continue;   /* as hot as what it would replace */
     if (tm_migrate_chunk(c, t - 1, &n) != 0) {
       tm_hotness_moved(c);
       continue;
     }
     rc_moved(c, t, t - 1, &n);
     done += bytes;
+  }
+  return done;
+}
+
+/* ---- pieces --------------------------------------------------------------- */
+
+/* Pieces (chunkmap.h) are read where a chunk is mixed: chunks below tier 0
+ * that the bits saw, whose hot pieces may move up alone; and chunks of tier
+ * 0 in huge pages, which a read per piece grades (a huge page has one
+ * accessed bit: hotness.h), so an exchange can tell them from the pieces.
+ * At most TIERMALLOC_HOTNESS_PIECES a read, half of them of tier 0 at most,
+ * taken in turn from a cursor over the chunk map so each gets its read. */
+static struct {
+  unsigned range;
+  uintptr_t at;
+} rc_cursor;
+
+static bool rc_piece_candidate(tm_chunk_t *c, bool top)
+{
+  if (!rc_movable(c) || !tm_hotness_hot(c) ||
+      !(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT))
+    return false;
+  return top ? tm_chunk_tier(c) == 0 && !tm_hotness_graded(c) : tm_chunk_tier(c) != 0;
+}
+
+static void rc_sample_pieces(void)
+{
+  if (!rc.promote_rate || rc.ntiers < 2 || rc.below == 0 || !tm_hotness_tracking() || tm_ranges.n == 0)
+    return;
+  unsigned top = 0;
+  uint64_t per = tm_chunks_per_range, total = per * tm_ranges.n;
+  if (rc_cursor.range >= tm_ranges.n) rc_cursor.range = 0, rc_cursor.at = 0;
+  for (uint64_t k = 0; k < total; k++) {
+    tm_chunk_t *c = tm_chunks + rc_cursor.range * per + rc_cursor.at;
+    if (++rc_cursor.at == per) rc_cursor.at = 0, rc_cursor.range = (rc_cursor.range + 1) % tm_ranges.n;
+    bool upper = rc_piece_candidate(c, true);
+    if (!upper && !rc_piece_candidate(c, false)) continue;
+    if (upper && top >= TM_HOTNESS_SAMPLE_MAX / 4) continue;
+    if (!tm_hotness_sample(c)) break;   /* full */
+    top += upper;
+  }
+}
+
+/* After a read: the pieces the bits saw, of chunks below tier 0, move up
+ * (tm_migrate_pieces) into the room under tier 0's high, or in exchange for
+ * colder chunks of tier 0 (rc_make_room: a piece used in the interval is
+ * as hot as a graded chunk can be), within the promotion rate. A chunk
+ * whose pieces moved starts its cool-down: its pieces are not exchanged
+ * down again before it ends. Returns the bytes promoted. */
+static uint64_t rc_promote_pieces(uint64_t want)
+{
+  tm_chunk_t *c[TM_HOTNESS_SAMPLE_MAX];
+  uint32_t seen[TM_HOTNESS_SAMPLE_MAX];
+  unsigned n = tm_hotness_pieces_seen(c, seen, TM_HOTNESS_SAMPLE_MAX);
+  uint64_t done = 0;
+  for (unsigned i = 0; i < n && done < want; i++) {
+    unsigned t = tm_chunk_tier(c[i]);
+    if (t == 0 || !rc_movable(c[i])) continue;
+    /* Pieces up that this read did not see: all back down first (which of
+     * the bytes are theirs is not kept), once the cool-down allows. */
+    if ((tm_chunk_pieces_up(c[i]) & ~seen[i]) && rc_settled(c[i])) {
+      tm_migrate_counts_t m = {0};
+      if (tm_migrate_chunk(c[i], t, &m) != 0) continue;
+      rc_moved(c[i], 0, t, &m);
+    }
+    uint32_t more = seen[i] & ~tm_chunk_pieces_up(c[i]);
+    if (!more) continue;
+    /* Every piece: the chunk moves up whole instead (no record to keep). */
+    bool whole = (more | tm_chunk_pieces_up(c[i])) == (uint32_t)((1ull << TM_PIECES) - 1);
+    uint64_t bytes = whole ? tm_chunk_bytes(c[i]) - tm_chunk_shifted(c[i])
+                           : (uint64_t)__builtin_popcount(more) << TM_PIECE_SHIFT;
+    rc_room_made_t made = rc_make_room(0, bytes, TM_HOTNESS_HEAT_MAX, true);
+    if (made == RC_ROOM_STOP) break;
+    if (made == RC_ROOM_NONE) continue;
+    tm_migrate_counts_t m = {0};
+    if ((whole ? tm_migrate_chunk(c[i], 0, &m) : tm_migrate_pieces(c[i], more, &m)) != 0) continue;
+    rc_add(&rc_promoted[0], m.moved);
+    tm_hotness_moved(c[i]);
+    done += m.moved;
   }
   return done;
 }
@@ -1072,6 +1192,10 @@ static void rc_scan_hotness(tm_scan_pace_t pace)
   if (tm_hotness_scan(pace)) {
     rc.want_bits = false;
     tm_site_evaluate();
+    if (rc.promote_rate) {
+      uint64_t up = rc_promote_pieces(rc.promote_allowance);
+      rc.promote_allowance = rc.promote_allowance > up ? rc.promote_allowance - up : 0;
+    }
   }
 }
 
@@ -1200,6 +1324,7 @@ uint64_t tm_reclaim_pass(void)
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
    * read all the time from data written once before. */
+  rc_sample_pieces();
   rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
   rc_add(&rc_passes, 1);
   rc_cpu_account();

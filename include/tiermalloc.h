@@ -36,7 +36,8 @@ int tier_count(void);
  * lock: it reads the entry of p's 2 MiB chunk. That is the tier tiermalloc
  * asked the kernel to put the pages on (its current tier), which can differ
  * from the tier whose address range holds p (its home tier) when the chunk
- * was spilled to another tier. Where the pages actually are is measured by
+ * was spilled to another tier; or tier 0 for a 64 KiB piece of the chunk
+ * that reclaim moved up on its own (a hot piece of a colder chunk). Where the pages actually are is measured by
  * tier_stats_get (resident). */
 int tier_of(const void *p);
 

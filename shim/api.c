@@ -23,7 +23,7 @@ TM_EXPORT int tier_count(void)
 TM_EXPORT int tier_of(const void *p)
 {
   const tm_chunk_t *c = tm_chunk_of(p);
-  if (c != NULL) return (int)tm_chunk_tier(c);
+  if (c != NULL) return (int)tm_chunk_tier_at(c, p);
   unsigned i = tm_range_index(p);   /* no chunk map: the home tier */
   return i == TM_RANGE_OTHER ? TIER_NONE : (int)i;
 }

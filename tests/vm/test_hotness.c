@@ -53,9 +53,20 @@ static atomic_bool hn_stop;
 static _Atomic unsigned hn_phase;
 static bool hn_pinned[HN_MAX_BLOCKS];   /* the hot blocks are those with b % HN_EVERY == phase */
 
+static bool hn_mixed;   /* VMTEST_HOTNESS_MIXED=1: blocks smaller than a chunk, hot and cold in turn */
+#define HN_MIXED_HOT (256 * 1024)
+#define HN_MIXED_COLD (5 * HN_MIXED_HOT)
+
 static bool hn_is_hot(size_t b)
 {
+  if (hn_mixed) return b % 2 == 0;
   return b % HN_EVERY == atomic_load_explicit(&hn_phase, memory_order_relaxed);
+}
+
+/* Bytes of block b. */
+static size_t hn_len(size_t b)
+{
+  return !hn_mixed ? HN_BLOCK : hn_is_hot(b) ? HN_MIXED_HOT : HN_MIXED_COLD;
 }
 
 static uint64_t hn_word(size_t b, size_t k)
@@ -76,13 +87,13 @@ static void *hn_reader(void *arg)
 {
   volatile uint64_t sink = 0;
   while (!atomic_load_explicit(&hn_stop, memory_order_relaxed))
-    for (size_t b = hn_warm ? 0 : atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n;
-         b += hn_warm ? 1 : HN_EVERY) {
+    for (size_t b = hn_warm || hn_mixed ? 0 : atomic_load_explicit(&hn_phase, memory_order_relaxed); b < hn_n;
+         b += hn_warm ? 1 : hn_mixed ? 2 : HN_EVERY) {
       if (!hn_is_hot(b)) {
-        for (size_t k = 0; k < HN_BLOCK / 8; k += 16 * 4096 / 8) sink += hn_blk[b][k];
+        for (size_t k = 0; k < hn_len(b) / 8; k += 16 * 4096 / 8) sink += hn_blk[b][k];
         continue;
       }
-      for (size_t k = 0; k < HN_BLOCK / 8; k += 4096 / 8) {
+      for (size_t k = 0; k < hn_len(b) / 8; k += 4096 / 8) {
         if (!hn_writes) {
           sink += hn_blk[b][k];
           continue;
@@ -100,8 +111,8 @@ static void hn_where(void)
   size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, pin[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
   for (size_t b = 0; b < hn_n; b++) {
     size_t *counts = hn_is_hot(b) ? hot : cold;
-    vm_pages_by_node(hn_blk[b], HN_BLOCK, counts);
-    if (hn_pinned[b]) vm_pages_by_node(hn_blk[b], HN_BLOCK, pin);
+    vm_pages_by_node(hn_blk[b], hn_len(b), counts);
+    if (hn_pinned[b]) vm_pages_by_node(hn_blk[b], hn_len(b), pin);
   }
   printf("where");
   for (int n = 0; n < VM_MAX_NODES; n++) {
@@ -126,13 +137,18 @@ __attribute__((constructor)) static void hn_child_main(void)
   hn_writes = wr && wr[0] == '1';
   const char *warm = getenv("VMTEST_HOTNESS_WARM");
   hn_warm = warm && warm[0] == '1';
+  const char *mixed = getenv("VMTEST_HOTNESS_MIXED");
+  hn_mixed = mixed && mixed[0] == '1';
   hn_n = nb ? strtoul(nb, NULL, 10) : 60;
   if (hn_n > HN_MAX_BLOCKS) hn_n = HN_MAX_BLOCKS;
   for (size_t b = 0; b < hn_n; b++) {
     void *p = NULL;
-    if (posix_memalign(&p, HN_BLOCK, HN_BLOCK) != 0) { printf("error=malloc\n"); _exit(1); }
+    if (hn_mixed ? (p = malloc(hn_len(b))) == NULL : posix_memalign(&p, HN_BLOCK, HN_BLOCK) != 0) {
+      printf("error=malloc\n");
+      _exit(1);
+    }
     hn_blk[b] = p;
-    for (size_t k = 0; k < HN_BLOCK / 8; k++) hn_blk[b][k] = hn_word(b, k);
+    for (size_t k = 0; k < hn_len(b) / 8; k++) hn_blk[b][k] = hn_word(b, k);
   }
   pthread_t th;
   pthread_create(&th, NULL, hn_reader, NULL);
@@ -166,7 +182,7 @@ __attribute__((constructor)) static void hn_child_main(void)
   pthread_join(th, NULL);
   size_t bad = 0;
   for (size_t b = 0; b < hn_n; b++)
-    for (size_t k = 0; k < HN_BLOCK / 8; k++) bad += hn_blk[b][k] != hn_word(b, k);
+    for (size_t k = 0; k < hn_len(b) / 8; k++) bad += hn_blk[b][k] != hn_word(b, k);
   printf("check bad=%zu wbad=%zu\n", bad, atomic_load(&hn_wbad));
   fflush(stdout);
   _exit(0);
@@ -410,6 +426,33 @@ Test(hotness, a_written_hot_set_is_promoted_with_its_writers_running, .init = hn
      .timeout = 240)
 {
   hn_promotion("VMTEST_HOTNESS_WRITE=1");
+}
+
+/* What whole chunks cannot serve: a read-only hot set in blocks of 256 KiB
+ * allocated in turn with blocks of 1280 KiB nobody reads (five times as
+ * much), 96 MiB in all, under a tier-0 high of 32 MiB (environment). Every
+ * chunk holds hot and cold data alike, so no chunk is hotter than another:
+ * the hot pieces must move up alone (64 KiB), in exchange for the mixed
+ * chunks of tier 0. At least 90 % of the hot set on tier 0 within 10 s
+ * (hotness interval 500 ms), tier 0 under its high, the heap intact. */
+Test(hotness, a_hot_set_in_blocks_smaller_than_a_chunk_moves_up_in_pieces, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=128", "VMTEST_HOTNESS_MIXED=1",
+                  "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=500",
+                  "TIERMALLOC_TOPTIER_HIGH=32M", NULL };
+  hn_spawn(env, NULL);
+  const char *l;
+  long long took = hn_until_hot_on_top(topo, 10000, &l);
+  cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
+  if (topo->ntiers > 1)
+    cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
+  long long on0 = hn_heap_on0(topo, l);
+  cr_expect_leq(on0, 32 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  cr_log_info("%s: hot set of 256 KiB blocks 90 %% on top %lld ms after start (heap on tier 0: %.1f MiB)",
+              topo->name, took, (double)on0 / VM_MIB);
+  hn_end_intact();
 }
 
 /* Pins: tier 0's min 8 MiB (environment); two blocks pinned, then of four
