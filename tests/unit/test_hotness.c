@@ -5,6 +5,7 @@
  * process, VMAs split by policy) is checked in the tiered VM
  * (tests/vm/test_hotness.c). */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -15,6 +16,7 @@
 #include "chunkmap.h"
 #include "hotness.h"
 #include "kfile.h"
+#include "migrate.h"
 #include "options.h"
 #include "os.h"
 #include "range.h"
@@ -343,4 +345,113 @@ Test(hotness, each_chunk_bound_while_splitting_is_a_vma_of_its_own)
     cr_expect_eq(at[k], lo + want[k] * TM_CHUNK_SIZE, "VMA %d starts at chunk %lu", k,
                  (unsigned long)((at[k] - lo) / TM_CHUNK_SIZE));
   munmap(m, 9 * TM_CHUNK_SIZE);
+}
+
+/* The marker tm_hotness_init takes from the tree: this host's possible
+ * nodes, so mbind here accepts the nodes above them. */
+static int hn_host_marker(void)
+{
+  char possible[64] = "0\n";
+  FILE *f = fopen("/sys/devices/system/node/possible", "r");
+  if (f) {
+    if (!fgets(possible, sizeof possible, f)) strcpy(possible, "0\n");
+    fclose(f);
+  }
+  tmptree_put("sys/devices/system/node/possible", possible);
+  tm_nodemask_t nodes;
+  cr_assert_eq(tm_kfile_read_nodelist("/sys/devices/system/node/possible", &nodes), 0);
+  int top = TIER_MAX_NODES - 1;
+  while (top >= 0 && !tm_nodemask_test(&nodes, top)) top--;
+  return top + 1;
+}
+
+/* Real mbind on this host's node 0: three chunks bound on their own side
+ * by side (both parities next to the middle one), the middle one split into
+ * pieces: one VMA per piece, none merged with a neighbour chunk, its data
+ * where it was; one bind of the chunk merges it back. */
+Test(hotness, a_chunk_split_into_pieces_is_a_vma_per_piece_and_one_bind_merges_it)
+{
+  char *m = mmap(NULL, 4 * TM_CHUNK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  cr_assert_neq(m, MAP_FAILED);
+  char *p = (char *)(((uintptr_t)m + TM_CHUNK_SIZE - 1) & ~(uintptr_t)(TM_CHUNK_SIZE - 1));
+  tm_nodemask_t n0 = {{0}};
+  tm_nodemask_set(&n0, 0);
+  tm_os_split_chunks(true, hn_host_marker());
+  for (int k = 0; k < 3; k++) cr_assert_eq(tm_os_linux.bind(p + k * TM_CHUNK_SIZE, TM_CHUNK_SIZE, &n0, 0), 0);
+  char *mid = p + TM_CHUNK_SIZE;
+  for (size_t off = 0; off < TM_CHUNK_SIZE; off += 4096) mid[off] = (char)(off >> 12);
+  uintptr_t at[64], lo = (uintptr_t)p, hi = lo + 3 * TM_CHUNK_SIZE;
+  cr_assert_eq(hn_vmas_in(lo, hi, at, 64), 3, "three chunks, three VMAs");
+  cr_assert_eq(tm_os_linux.pieces(mid, &n0, 0), 0);
+  int n = hn_vmas_in(lo, hi, at, 64);
+  cr_expect_eq(n, 2 + (int)TM_PIECES, "%d VMAs: a chunk, %u pieces, a chunk", n, TM_PIECES);
+  for (int k = 1; k < n - 1; k++)
+    cr_expect_eq(at[k], (uintptr_t)mid + (uintptr_t)(k - 1) * (1u << TM_PIECE_SHIFT), "piece %d", k - 1);
+  size_t bad = 0;
+  for (size_t off = 0; off < TM_CHUNK_SIZE; off += 4096) bad += mid[off] != (char)(off >> 12);
+  cr_expect_eq(bad, 0, "the pages keep their data");
+  cr_assert_eq(tm_os_linux.bind(mid, TM_CHUNK_SIZE, &n0, 0), 0);
+  cr_expect_eq(hn_vmas_in(lo, hi, at, 64), 3, "merged back: three chunks, three VMAs");
+  tm_os_split_chunks(false, -1);
+  cr_expect_eq(tm_os_linux.pieces(mid, &n0, 0), ENOTSUP, "no pieces while chunks are not split");
+  munmap(m, 4 * TM_CHUNK_SIZE);
+}
+
+/* smaps entries of the 32 piece VMAs of the chunk at lo, each with 64 kB
+ * resident; `ref` (bit i: piece i) all referenced. */
+static int hn_pieces_smaps(char *buf, size_t size, uintptr_t lo, uint32_t ref)
+{
+  int n = 0;
+  for (unsigned i = 0; i < TM_PIECES; i++) {
+    uintptr_t a = lo + ((uintptr_t)i << TM_PIECE_SHIFT);
+    n += snprintf(buf + n, size - (size_t)n,
+                  "%lx-%lx rw-p 00000000 00:00 0 \nRss:                64 kB\nReferenced:         %u kB\n"
+                  "AnonHugePages:       0 kB\n",
+                  (unsigned long)a, (unsigned long)(a + (1u << TM_PIECE_SHIFT)), ref >> i & 1 ? 64u : 0u);
+  }
+  return n;
+}
+
+/* A chunk reclaim samples is split into pieces for the scan that clears
+ * the bits (real mbind on this host's node 0, in the tier range), read per
+ * piece at the next scan, which says which pieces were seen, sums them into
+ * the chunk's heat, and merges the chunk back into one VMA. */
+Test(hotness, a_sampled_chunk_is_read_per_piece_and_merged_back)
+{
+  hn_kernel_offers_it();
+  hn_host_marker();
+  char *env[] = { "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  hn_options(env, 64);
+  tm_migrate_init(&hn_topo);
+  uintptr_t lo = tm_range_lo(0) + 4 * TM_CHUNK_SIZE;
+  tm_chunk_t *c = tm_chunk_of((void *)lo);
+  cr_expect(!tm_hotness_sample(c), "not a VMA of its own yet");
+  atomic_store(&c->committed, 4096);   /* placed: tm_migrate_split holds it */
+  atomic_fetch_or(&c->flags, TM_CHUNK_SPLIT);
+  cr_assert_eq(tm_os_linux.bind((void *)lo, TM_CHUNK_SIZE, &hn_topo.tier[0].nodes, hn_topo.tier[0].first_node), 0);
+  cr_expect(tm_hotness_sample(c));
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE), "the first scan splits, then clears");
+  uintptr_t at[64];
+  cr_expect_eq(hn_vmas_in(lo, lo + TM_CHUNK_SIZE, at, 64), (int)TM_PIECES, "one VMA per piece while the bits gather");
+  char smaps[8192];
+  hn_pieces_smaps(smaps, sizeof smaps, lo, 1u << 3 | 1u << 7);
+  tmptree_put("proc/self/smaps", smaps);
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
+  tm_chunk_t *got[4];
+  uint32_t seen[4];
+  cr_assert_eq(tm_hotness_pieces_seen(got, seen, 4), 1);
+  cr_expect_eq(got[0], c);
+  cr_expect_eq(seen[0], 1u << 3 | 1u << 7, "pieces 3 and 7 seen: %#x", seen[0]);
+  cr_expect(tm_hotness_hot(c), "seen: young");
+  cr_expect_eq(tm_hotness_heat(c), (0 + 127 * 128 / 2048 + 1) / 2, "2 of 32 pieces: their share, averaged in");
+  cr_expect(tm_hotness_graded(c));
+  cr_expect_eq(hn_vmas_in(lo, lo + TM_CHUNK_SIZE, at, 64), 1, "merged back after the read");
+  /* Not sampled again: the next read has no pieces to say. */
+  usleep(110 * 1000);
+  tm_hotness_tick();
+  cr_expect(tm_hotness_scan(TM_SCAN_DUE));
+  cr_expect_eq(tm_hotness_pieces_seen(got, seen, 4), 0);
+  atomic_store(&c->committed, 0);
 }

@@ -1567,3 +1567,48 @@ Test(reclaim, a_site_whose_memory_proves_cold_places_new_memory_below_till_it_is
   tmje_dallocx(m, flags);
   tm_arena_thread_exit(&t);
 }
+
+/* Pieces up (chunkmap.h): their bytes count on tier 0 and tier_of's answer
+ * for their pages is 0, never more bytes than the chunk has committed,
+ * until the chunk moves whole or loses a committed byte. */
+Test(reclaim, pieces_up_count_on_tier_0_until_the_chunk_moves_or_shrinks)
+{
+  tm_chunk_t *c = tm_chunk_of((void *)(tm_range_lo(1) + 300 * TM_CHUNK_SIZE));
+  const uint32_t piece = 1u << TM_PIECE_SHIFT;
+  uint64_t c0 = tm_chunk_committed(0), c1 = tm_chunk_committed(1);
+  cr_assert(tm_chunk_commit_bytes(c, MiB), "empty: the caller places it");
+  cr_assert(tm_chunk_reserve(1, MiB, UINT64_MAX));
+  tm_chunk_place(c, 1);
+  uintptr_t a = tm_chunk_addr(c);
+  cr_assert(tm_chunk_hold(c));
+  tm_chunk_shift(c, 0x5, 2 * piece);
+  tm_chunk_release(c);
+  cr_expect_eq(tm_chunk_committed(0), c0 + 2 * piece);
+  cr_expect_eq(tm_chunk_committed(1), c1 + MiB - 2 * piece);
+  cr_expect_eq(tm_chunk_tier_at(c, (void *)a), 0);
+  cr_expect_eq(tm_chunk_tier_at(c, (void *)(a + piece)), 1);
+  cr_expect_eq(tm_chunk_tier_at(c, (void *)(a + 2 * piece + 100)), 0);
+  cr_expect_eq(tm_chunk_tier(c), 1, "the chunk's own tier stays");
+  cr_assert(tm_chunk_hold(c));
+  tm_chunk_shift(c, 0xff00, 4 * MiB);
+  tm_chunk_release(c);
+  cr_expect_eq(tm_chunk_shifted(c), MiB, "no more than it has committed");
+  cr_expect_eq(tm_chunk_committed(0), c0 + MiB);
+  cr_expect_eq(tm_chunk_committed(1), c1);
+  cr_assert(tm_chunk_hold(c));
+  tm_chunk_move(c, 1);   /* a whole move, even to its own tier (the pieces come back down) */
+  tm_chunk_release(c);
+  cr_expect_eq(tm_chunk_pieces_up(c), 0);
+  cr_expect_eq(tm_chunk_committed(0), c0);
+  cr_expect_eq(tm_chunk_committed(1), c1 + MiB);
+  cr_assert(tm_chunk_hold(c));
+  tm_chunk_shift(c, 0x1, piece);
+  tm_chunk_release(c);
+  cr_expect(!tm_chunk_decommit_bytes(c, 4096));
+  cr_expect_eq(tm_chunk_pieces_up(c), 0, "a decommit drops the record");
+  cr_expect_eq(tm_chunk_committed(0), c0);
+  cr_expect_eq(tm_chunk_committed(1), c1 + MiB - 4096);
+  cr_expect(tm_chunk_decommit_bytes(c, MiB - 4096));
+  tm_chunk_emptied(c);
+  cr_expect_eq(tm_chunk_committed(1), c1);
+}

@@ -109,8 +109,11 @@ static void *hn_reader(void *arg)
 static void hn_where(void)
 {
   size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, pin[VM_MAX_NODES] = { 0 }, nh = 0, nc = 0;
+  size_t tof0 = 0;   /* hot pages tier_of puts on tier 0 */
   for (size_t b = 0; b < hn_n; b++) {
     size_t *counts = hn_is_hot(b) ? hot : cold;
+    if (hn_is_hot(b))
+      for (size_t off = 0; off < hn_len(b); off += 4096) tof0 += tier_of((char *)hn_blk[b] + off) == 0;
     vm_pages_by_node(hn_blk[b], hn_len(b), counts);
     if (hn_pinned[b]) vm_pages_by_node(hn_blk[b], hn_len(b), pin);
   }
@@ -124,7 +127,7 @@ static void hn_where(void)
   }
   tier_stats_t s;
   tier_stats_get(&s, sizeof s);
-  printf(" hot=%zu cold=%zu state=%u promoted0=%llu signal=%s\n", nh, nc, s.reclaim_state,
+  printf(" hot=%zu cold=%zu tof0=%zu state=%u promoted0=%llu signal=%s\n", nh, nc, tof0, s.reclaim_state,
          (unsigned long long)s.tier[0].reclaim.promoted, s.cold_signal[0] == 'a' ? "accessed" : "other");
   fflush(stdout);
 }
@@ -428,20 +431,20 @@ Test(hotness, a_written_hot_set_is_promoted_with_its_writers_running, .init = hn
   hn_promotion("VMTEST_HOTNESS_WRITE=1");
 }
 
-/* What whole chunks cannot serve: a read-only hot set in blocks of 256 KiB
- * allocated in turn with blocks of 1280 KiB nobody reads (five times as
- * much), 96 MiB in all, under a tier-0 high of 32 MiB (environment). Every
- * chunk holds hot and cold data alike, so no chunk is hotter than another:
- * the hot pieces must move up alone (64 KiB), in exchange for the mixed
- * chunks of tier 0. At least 90 % of the hot set on tier 0 within 10 s
- * (hotness interval 500 ms), tier 0 under its high, the heap intact. */
-Test(hotness, a_hot_set_in_blocks_smaller_than_a_chunk_moves_up_in_pieces, .init = hn_init, .fini = hn_fini,
-     .timeout = 240)
+/* What whole chunks cannot serve: a hot set in blocks of 256 KiB allocated
+ * in turn with blocks of 1280 KiB nobody uses (five times as much), 96 MiB
+ * in all, under a tier-0 high of 32 MiB (environment). Every chunk holds
+ * hot and cold data alike, so no chunk is hotter than another: the hot
+ * pieces must move up alone (64 KiB), in exchange for the mixed chunks of
+ * tier 0. At least 90 % of the hot set on tier 0 within 10 s (hotness
+ * interval 500 ms), tier 0 under its high, tier_of right, the heap
+ * intact. */
+static void hn_pieces(const char *mode)
 {
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=128", "VMTEST_HOTNESS_MIXED=1",
                   "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=500",
-                  "TIERMALLOC_TOPTIER_HIGH=32M", NULL };
+                  "TIERMALLOC_TOPTIER_HIGH=32M", (char *)mode, NULL };
   hn_spawn(env, NULL);
   const char *l;
   long long took = hn_until_hot_on_top(topo, 10000, &l);
@@ -450,9 +453,29 @@ Test(hotness, a_hot_set_in_blocks_smaller_than_a_chunk_moves_up_in_pieces, .init
     cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
   long long on0 = hn_heap_on0(topo, l);
   cr_expect_leq(on0, 32 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
-  cr_log_info("%s: hot set of 256 KiB blocks 90 %% on top %lld ms after start (heap on tier 0: %.1f MiB)",
-              topo->name, took, (double)on0 / VM_MIB);
+  /* tier_of follows the pieces: it puts on tier 0 the hot pages that are
+   * there (a page first touched after its piece moved would not be). */
+  long long tof0 = hn_kv(l, "tof0"), top = hn_on(topo, l, "hot", 0);
+  cr_expect_leq(llabs(tof0 - top), hn_kv(l, "hot") / 20, "%s: tier_of puts %lld hot pages on tier 0, %lld are:\n%s",
+                topo->name, tof0, top, child.buf);
+  cr_log_info("%s: %s hot set of 256 KiB blocks 90 %% on top %lld ms after start (heap on tier 0: %.1f MiB; "
+              "hot pages on tier 0 %lld, by tier_of %lld)",
+              topo->name, strstr(mode, "WRITE=1") ? "written" : "read-only", took, (double)on0 / VM_MIB, top, tof0);
   hn_end_intact();
+}
+
+Test(hotness, a_hot_set_in_blocks_smaller_than_a_chunk_moves_up_in_pieces, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  hn_pieces("VMTEST_HOTNESS_WRITE=0");
+}
+
+/* The same with the hot set written all through the moves: every word a
+ * writer finds is the one it last wrote. */
+Test(hotness, a_written_hot_set_in_pieces_moves_up_with_its_writers_running, .init = hn_init, .fini = hn_fini,
+     .timeout = 240)
+{
+  hn_pieces("VMTEST_HOTNESS_WRITE=1");
 }
 
 /* Pins: tier 0's min 8 MiB (environment); two blocks pinned, then of four
