@@ -103,11 +103,17 @@ static int os_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
     if (off / piece & 1) tm_nodemask_set(&marks, marker);
     err = os_policy_of((char *)p + off, piece, nodes, first_node, MPOL_F_STATIC_NODES, &marks, 0);
   }
+  if (err != 0) {
+    /* One VMA again, as before; a kernel whose nodemasks cannot hold the
+     * second marker is not asked again. */
+    os_policy(p, chunk, nodes, first_node, 0);
+    return err == EINVAL ? ENOTSUP : err;
+  }
   /* Split mappings leave a huge page one large folio, which smaps reports
    * as all referenced and move_pages moves whole (bench/pieces.c);
    * MADV_COLD on part of it splits it. */
-  if (err == 0) madvise(p, 4096, MADV_COLD);
-  return err;
+  madvise(p, 4096, MADV_COLD);
+  return 0;
 }
 
 static int os_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
