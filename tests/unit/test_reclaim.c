@@ -38,7 +38,7 @@ static struct {
   int8_t left[RT_CHUNKS];    /* node the stuck pages stayed on */
   int stuck[RT_CHUNKS];      /* pages the last move left behind */
   int fail_pages;            /* pages each move leaves behind */
-  int moves, pageouts, pushes;
+  int moves, pageouts, pushes, splits;
   bool push_works;           /* push moves the stuck pages (else they stay) */
 } rt;
 
@@ -101,6 +101,13 @@ static int rt_push(void *const *pages, int n, int node, int *status)
   return 0;
 }
 
+/* Pieces: nothing to change in the double (its pages stay where they are). */
+static int rt_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
+{
+  rt.splits++;
+  return 0;
+}
+
 /* As swap would: the pages are no longer resident. */
 static int rt_pageout(void *p, size_t size)
 {
@@ -111,7 +118,7 @@ static int rt_pageout(void *p, size_t size)
 static const tm_os_t rt_os = { .reserve = rt_reserve, .commit = rt_commit, .bind = rt_bind,
                                .purge = rt_purge, .huge = rt_huge, .move = rt_move,
                                .where = rt_where, .push = rt_push, .pageout = rt_pageout,
-                               .resident = rt_resident };
+                               .resident = rt_resident, .pieces = rt_pieces };
 
 static tm_topology_t rt_topo;
 
@@ -1611,4 +1618,70 @@ Test(reclaim, pieces_up_count_on_tier_0_until_the_chunk_moves_or_shrinks)
   cr_expect(tm_chunk_decommit_bytes(c, MiB - 4096));
   tm_chunk_emptied(c);
   cr_expect_eq(tm_chunk_committed(1), c1);
+}
+
+/* smaps for the chunks of blocks b[0..n): each as 32 piece VMAs of 64 kB
+ * resident, the pieces in ref[i] referenced. */
+static void rt_pieces_smaps(void **b, const uint32_t *ref, int n)
+{
+  static char buf[64 * 1024];
+  int len = 0;
+  for (int i = 0; i < n; i++)
+    for (unsigned k = 0; k < TM_PIECES; k++) {
+      uintptr_t a = tm_chunk_addr(tm_chunk_of(b[i])) + ((uintptr_t)k << TM_PIECE_SHIFT);
+      len += snprintf(buf + len, sizeof buf - (size_t)len,
+                      "%lx-%lx rw-p 00000000 00:00 0 \nRss:                64 kB\nReferenced:         %u kB\n",
+                      (unsigned long)a, (unsigned long)(a + (1u << TM_PIECE_SHIFT)), ref[i] >> k & 1 ? 64u : 0u);
+    }
+  tmptree_put("proc/self/smaps", buf);
+}
+
+/* Chunks below tier 0 that the bits saw (at one read: not for whole-chunk
+ * promotion) are read per piece: split for the scan that clears the bits,
+ * read at the next. A chunk with 4 pieces seen has those moved up alone
+ * (its record and tier 0's figures say so, its tier stays); one with 20 of
+ * 32 seen is not mixed and moves nothing; nor does one with none. After
+ * a read whose pieces moved nothing, the next pass reads none per piece. */
+Test(reclaim, the_seen_pieces_of_a_mixed_chunk_below_move_up_alone)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=100", "TIERMALLOC_RECLAIM_PERIOD_MAX_MS=100", NULL };
+  rt_hot_below(p, env);
+  rt.push_works = true;
+  for (int i = 0; i < 16; i++) atomic_fetch_or(&tm_chunk_of(p[i])->flags, TM_CHUNK_SPLIT);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  usleep(110 * 1000);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.splits, 4, "the 4 chunks below the bits saw are split for the next read: %d", rt.splits);
+  uint32_t ref[4] = { 0xf0, 0xfffff, 0, 0 };
+  rt_pieces_smaps(p, ref, 4);
+  uint64_t used0 = tm_policy_used(0);
+  usleep(110 * 1000);
+  rt_heat(p, 0, 4, true);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  tm_reclaim_pass();
+  tm_chunk_t *c = tm_chunk_of(p[0]);
+  cr_expect_eq(tm_chunk_pieces_up(c), 0xf0, "pieces 4-7 up: %#x", tm_chunk_pieces_up(c));
+  cr_expect_eq(tm_chunk_tier(c), 1, "the chunk stays on tier 1");
+  cr_expect_eq(tm_chunk_tier_at(c, (char *)tm_chunk_addr(c) + (5u << TM_PIECE_SHIFT)), 0);
+  cr_expect_eq(tm_chunk_pieces_up(tm_chunk_of(p[1])), 0, "20 of 32 pieces seen: not mixed");
+  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "no chunk moved up whole");
+  tier_stats_t s = rt_stats();
+  cr_expect_eq(s.tier[0].reclaim.promoted, 4u << TM_PIECE_SHIFT, "%llu", (unsigned long long)s.tier[0].reclaim.promoted);
+  cr_expect_eq(tm_policy_used(0), used0 + (4u << TM_PIECE_SHIFT), "tier 0 counts the pieces' bytes");
+  /* p[2], p[3] and p[1] were split again; this read moves nothing. */
+  int splits = rt.splits;
+  cr_expect_gt(splits, 4, "read per piece again");
+  uint32_t none[4] = { 0xf0, 0, 0, 0 };
+  rt_pieces_smaps(p, none, 4);
+  usleep(110 * 1000);
+  rt_heat(p, 0, 4, true);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  tm_reclaim_pass();   /* reads what the last pass split (nothing to move), and splits again */
+  splits = rt.splits;
+  usleep(110 * 1000);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.splits, splits, "after a read that moved nothing, the next pass reads none per piece");
+  rt_free(p, 16);
 }
