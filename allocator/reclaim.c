@@ -84,6 +84,7 @@ static struct {
   bool move_failed_said;
   unsigned piece_idle;                         /* reads in a row whose pieces moved nothing */
   unsigned piece_skip;                         /* reads to let pass before pieces are read again */
+  bool piece_no_room;                          /* pieces seen found no room nor chunk to replace */
 } rc;
 
 /* Written by the reclaim thread only, read by stats. */
@@ -118,6 +119,7 @@ static void rc_reset(void)
   }
   rc.want_bits = false;
   rc.piece_idle = rc.piece_skip = 0;
+  rc.piece_no_room = false;
   rc.pageout_allowance = 0;
   rc.promote_allowance = 0;
   rc.stray_ns = 0;
@@ -958,10 +960,12 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
 /* ---- pieces --------------------------------------------------------------- */
 
 /* Pieces (chunkmap.h) are read where a chunk is mixed: chunks below tier 0
- * that the bits saw, whose hot pieces may move up alone; and chunks of tier
+ * that the bits saw, whose hot pieces may move up alone; and, while pieces
+ * seen found neither room nor a chunk to replace on tier 0, chunks of tier
  * 0 in huge pages, which a read per piece grades (a huge page has one
- * accessed bit: hotness.h), so an exchange can tell them from the pieces.
- * At most TIERMALLOC_HOTNESS_PIECES a read, half of them of tier 0 at most,
+ * accessed bit: hotness.h), so an exchange can tell them from the pieces
+ * (such a chunk stays in 4 KiB pages: not without need). At most
+ * TIERMALLOC_HOTNESS_PIECES a read, a quarter of them of tier 0 at most,
  * taken in turn from a cursor over the chunk map so each gets its read. */
 static struct {
   unsigned range;
@@ -989,7 +993,7 @@ static void rc_sample_pieces(void)
     if (++rc_cursor.at == per) rc_cursor.at = 0, rc_cursor.range = (rc_cursor.range + 1) % tm_ranges.n;
     bool upper = rc_piece_candidate(c, true);
     if (!upper && !rc_piece_candidate(c, false)) continue;
-    if (upper && top >= TM_HOTNESS_SAMPLE_MAX / 4) continue;
+    if (upper && (!rc.piece_no_room || top >= TM_HOTNESS_SAMPLE_MAX / 4)) continue;
     if (!tm_hotness_sample(c)) break;   /* full */
     top += upper;
   }
@@ -1015,6 +1019,7 @@ static uint64_t rc_promote_pieces(uint64_t want)
   uint32_t seen[TM_HOTNESS_SAMPLE_MAX];
   unsigned n = tm_hotness_pieces_seen(c, seen, TM_HOTNESS_SAMPLE_MAX);
   uint64_t done = 0;
+  if (n) rc.piece_no_room = false;
   for (unsigned i = 0; i < n && done < want; i++) {
     unsigned t = tm_chunk_tier(c[i]);
     if (t == 0 || !rc_movable(c[i])) continue;
@@ -1030,7 +1035,10 @@ static uint64_t rc_promote_pieces(uint64_t want)
     uint64_t bytes = (uint64_t)__builtin_popcount(more) << TM_PIECE_SHIFT;
     rc_room_made_t made = rc_make_room(0, bytes, TM_HOTNESS_HEAT_MAX, true);
     if (made == RC_ROOM_STOP) break;
-    if (made == RC_ROOM_NONE) continue;
+    if (made == RC_ROOM_NONE) {
+      rc.piece_no_room = true;
+      continue;
+    }
     tm_migrate_counts_t m = {0};
     if (tm_migrate_pieces(c[i], more, &m) != 0) continue;
     rc_add(&rc_promoted[0], m.moved);
