@@ -260,6 +260,16 @@ unsigned tm_hotness_pieces_seen(tm_chunk_t **c, uint32_t *seen, unsigned max)
   return n;
 }
 
+bool tm_hotness_pieces_on(void)
+{
+  return hn.source == HN_ACCESSED && hn.sample_max > 0;
+}
+
+bool tm_hotness_pieces_pending(void)
+{
+  return hn.source == HN_ACCESSED && (hn.nqueued || hn.nsplit_now);
+}
+
 /* Before a clear: the chunks reclaim asked for become one VMA per piece. A
  * kernel that cannot tell pieces apart is not asked again. */
 static void hn_split_queued(void)

@@ -158,6 +158,13 @@ bool tm_hotness_sample(tm_chunk_t *c);
  * (bit i: piece i). Returns how many. */
 unsigned tm_hotness_pieces_seen(tm_chunk_t **c, uint32_t *seen, unsigned max);
 
+/* Chunks may be read per piece (the accessed bits, TIERMALLOC_HOTNESS_PIECES
+ * not 0, and the kernel can tell pieces apart). */
+bool tm_hotness_pieces_on(void);
+
+/* Chunks wait to be read per piece: asked for, or split and not read yet. */
+bool tm_hotness_pieces_pending(void);
+
 /* How soon tm_hotness_scan reads the bits again. */
 typedef enum tm_scan_pace_e {
   TM_SCAN_DUE = 0,   /* once an interval */

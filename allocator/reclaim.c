@@ -890,14 +890,21 @@ static unsigned rc_colder(unsigned t, unsigned u, bool graded, rc_pick_t *out, u
 /* The movable, settled chunks of tier t the accessed bits saw at each of
  * their last two reads (a fill seen once does not move up: in CI it brought
  * cold chunks up, which then sat out the cool-down on top), the hottest
- * first: up to max into out[]; returns how many. */
+ * first: up to max into out[]; returns how many. While pieces are read,
+ * only a chunk known not to be mixed: in 4 KiB pages (a huge page is read
+ * per piece first, which grades it), with half of the most heat or more,
+ * and no pieces up. A mixed chunk's hot pieces move up alone; moved whole,
+ * its cold part came up too and sat out the cool-down on top (the mixed
+ * VM test took up to 9.4 s, or failed). */
 static unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
 {
   unsigned n = 0;
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      if (tm_chunk_tier(c) == t && rc_movable(c) && tm_hotness_steady(c) && rc_settled(c))
+      if (tm_chunk_tier(c) == t && rc_movable(c) && tm_hotness_steady(c) && rc_settled(c) &&
+          !tm_chunk_pieces_up(c) &&
+          !(tm_hotness_pieces_on() && (!tm_hotness_graded(c) || tm_hotness_heat(c) < TM_HOTNESS_HEAT_MAX / 2)))
         rc_pick_offer(out, &n, max, rc_pick(c), rc_hotter_first);
     }
   return n;
@@ -1244,7 +1251,7 @@ uint64_t tm_reclaim_pass(void)
   bool shared = false;
   for (unsigned t = 0; t + 1 < rc.ntiers && !shared; t++) shared = rc_shared(t);
   if (shared && (!rc_cgroup_has_others() || !rc_cgroup_anon(anon))) shared = false;
-  bool over = false, paging = false;
+  bool over = false, more = false, paging = false;
   int state = TIER_RECLAIM_IDLE;
   for (unsigned i = 0; i < s.nstray; i++) {
     tm_migrate_counts_t n = {0};
@@ -1292,7 +1299,7 @@ uint64_t tm_reclaim_pass(void)
       uint64_t up = rc_promote(t, rc.promote_allowance);
       rc.promote_allowance = rc.promote_allowance > up ? rc.promote_allowance - up : 0;
       if (up) {
-        over = true;   /* more may follow at the next wake */
+        more = true;   /* more may follow at the next wake */
         if (state == TIER_RECLAIM_IDLE) state = TIER_RECLAIM_PROMOTING;
       }
     }
@@ -1340,9 +1347,8 @@ uint64_t tm_reclaim_pass(void)
     state = TIER_RECLAIM_PAGING_OUT;
   }
   if (unheld) state = TIER_RECLAIM_MAX_NOT_HELD;
-  atomic_store_explicit(&rc_state, over || paging || unheld ? state : TIER_RECLAIM_IDLE,
+  atomic_store_explicit(&rc_state, over || more || paging || unheld ? state : TIER_RECLAIM_IDLE,
                         memory_order_relaxed);
-  rc.period = over ? rc.period_min : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   /* After the moves, so a limit to hold never waits for it. */
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
@@ -1353,6 +1359,12 @@ uint64_t tm_reclaim_pass(void)
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) draining |= rc.draining[t];
   if (!draining && !rc.want_bits && state != TIER_RECLAIM_DEMOTING && !paging && !unheld) rc_sample_pieces();
   rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
+  /* Short while anything moves, and while chunks wait to be read per piece:
+   * each read then comes on time (at a period of 1 s, reads per piece came
+   * every 0.8-1.7 s at a 500 ms interval). */
+  rc.period = over || more || tm_hotness_pieces_pending()
+                  ? rc.period_min
+                  : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);
   rc_cpu_account();
   return rc_wait(now);

@@ -691,7 +691,10 @@ Test(reclaim, a_lowest_tier_max_with_pageout_off_is_said_not_held)
 }
 
 /* ---- promotion (the accessed bits; their scan is tests/unit/test_hotness.c,
- * so these set the chunks' ages by hand) ---- */
+ * so these set the chunks' ages by hand). Whole chunks: these turn pieces
+ * off (TIERMALLOC_HOTNESS_PIECES=0), under which a chunk in huge pages or
+ * less than half hot is never promoted whole; the pieces' tests follow at
+ * the end. ---- */
 
 static void rt_accessed_tree(void)
 {
@@ -793,7 +796,7 @@ static void rt_hot_below(void **b, char **env)
 Test(reclaim, hot_chunks_below_move_up_into_the_room_under_high)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   cr_assert_str_eq(tm_hotness_signal(), "accessed bits");
@@ -810,7 +813,7 @@ Test(reclaim, hot_chunks_below_move_up_into_the_room_under_high)
 Test(reclaim, a_chunk_seen_at_one_read_only_is_not_promoted)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
@@ -823,7 +826,7 @@ Test(reclaim, a_chunk_seen_at_one_read_only_is_not_promoted)
 Test(reclaim, promotion_stops_short_of_high_less_the_hysteresis)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=8M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=8M",
                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   rt_heat_all(true);   /* nothing on tier 0 cold: room alone */
@@ -844,7 +847,7 @@ Test(reclaim, a_full_tier_exchanges_its_cold_chunks_for_hot_ones_below)
   char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
   rt_limits(first);             /* so its chunks are measured too */
   rt_fill_chunks(top, 8, -1);   /* 16 MiB on tier 0 */
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=16M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=16M",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   uint64_t used0 = tm_policy_used(0);
@@ -860,7 +863,7 @@ Test(reclaim, a_full_tier_exchanges_its_cold_chunks_for_hot_ones_below)
 Test(reclaim, a_chunk_moved_stays_through_the_cool_down_and_hot_data_is_never_exchanged)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=8M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=8M",
                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   rt_heat_all(true);
@@ -912,7 +915,7 @@ static void rt_full_top_with(void **all, void **top, void **p, uint32_t top0_lef
   if (top0_left) tm_chunk_decommit_bytes(tm_chunk_of(top[0]), TM_CHUNK_SIZE - top0_left);
   char high[64];
   snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%llu", (unsigned long long)(tm_policy_used(0) + 3 * MiB));
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", high, "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_limits(env);
   for (int i = 0; i <= (int)TM_HOTNESS_COLD_SCANS; i++) {
     tm_hotness_scan(TM_SCAN_DUE);
@@ -999,7 +1002,7 @@ Test(reclaim, an_exchange_takes_the_fullest_of_equally_cold_chunks)
 Test(reclaim, promotion_takes_the_hottest_chunks_first)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_RECLAIM_PROMOTE_RATE=40M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   rt_set_heat(p, 0, 4, 25);
@@ -1141,7 +1144,7 @@ Test(reclaim, the_commit_age_promotes_nothing)
 Test(reclaim, the_promotion_rate_bounds_what_a_pass_moves_up)
 {
   void *p[16];
-  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_RECLAIM_PROMOTE_RATE=4M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
   tm_reclaim_pass();   /* the first pass accrues a tenth of a second: less than a chunk */
@@ -1683,5 +1686,23 @@ Test(reclaim, the_seen_pieces_of_a_mixed_chunk_below_move_up_alone)
   usleep(110 * 1000);
   tm_reclaim_pass();
   cr_expect_eq(rt.splits, splits, "after a read that moved nothing, the next pass reads none per piece");
+  rt_free(p, 16);
+}
+
+/* While pieces are read, whole-chunk promotion takes only chunks known not
+ * to be mixed: graded (4 KiB pages) with half of the most heat or more. A
+ * chunk less hot, or in huge pages (not graded yet), stays for its pieces. */
+Test(reclaim, while_pieces_are_read_only_chunks_hot_as_a_whole_move_up_whole)
+{
+  void *p[16];
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M",
+                  "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  rt_set_heat(p, 0, 1, TM_HOTNESS_HEAT_MAX / 2 - 1);                       /* graded, under half */
+  rt_set_heat(p, 1, 2, TM_HOTNESS_HEAT_MAX | TM_HOTNESS_HEAT_HUGE);        /* huge pages */
+  rt_set_heat(p, 2, 4, TM_HOTNESS_HEAT_MAX / 2);                           /* graded, half */
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 2, 0), 0, "mixed, or not known: left for their pieces");
+  cr_expect_eq(rt_chunks_on(p, 2, 4, 0), 2, "hot as a whole: moved up whole");
   rt_free(p, 16);
 }
