@@ -4,6 +4,8 @@
  *   alignment gives EINVAL from posix_memalign; memalign and aligned_alloc
  *   round a non-power-of-two alignment up, as glibc 2.36 does;
  *   realloc(p, 0) frees p and returns NULL, as glibc does.
+ * Each call that allocates, realloc too, is counted for allocation sites
+ * (allocator/site.h) with its caller's return address as the site.
  * A pointer that is not tiermalloc's (from glibc's malloc before tiermalloc
  * was in place) is freed, resized and measured by glibc.
  */
@@ -136,9 +138,24 @@ TM_EXPORT void *calloc(size_t n, size_t size)
   SHIM_SITED(n, size, 1, 0, __builtin_return_address(0), tmje_calloc(n, size));
 }
 
+/* realloc's slow side in the ranges, as shim_alloc_slow's: a sample due, or
+ * a call that may be a routed site's, whose new block then comes from the
+ * site's arena (when jemalloc moves it; grown in place it stays where it
+ * is). The old block's free is counted by the caller. */
+static __attribute__((noinline, cold)) void *shim_realloc_slow(tm_thread_t *t, void *p, size_t size,
+                                                                const void *ra)
+{
+  bool due = tm_site_due(t);
+  int flags = tm_site_routed(ra) ? tm_site_flags(t, ra) : 0;
+  void *q = flags ? tmje_rallocx(p, size, flags) : tmje_realloc(p, size);
+  if (q && due) tm_site_sample(t, ra, size);
+  return q;
+}
+
 TM_EXPORT void *realloc(void *p, size_t size)
 {
-  if (p == NULL) return tm_shim_malloc(size);
+  const void *ra = __builtin_return_address(0);   /* the site, as malloc's */
+  if (p == NULL) return tm_shim_malloc_at(size, ra);
   unsigned i = tm_range_index(p);
   if (tm_unlikely(i == TM_RANGE_OTHER) && !shim_jemalloc_owns(p)) return __libc_realloc(p, size);
   if (size == 0) {
@@ -170,7 +187,8 @@ TM_EXPORT void *realloc(void *p, size_t size)
     return tm_count_alloc(t, q);
   }
   if (i != t->free_run) tm_account_switch_free(t, p, i);
-  void *q = tmje_realloc(p, size);
+  void *q = tm_unlikely(tm_site_count(t, size) || tm_site_take(t, ra)) ? shim_realloc_slow(t, p, size, ra)
+                                                                      : tmje_realloc(p, size);
   tm_count_alloc(t, q);
   if (tm_unlikely(q == NULL)) errno = ENOMEM;   /* jemalloc does not set it here */
   return q;

@@ -8,7 +8,8 @@
  * as they are committed: no migration (tier 0's demoted count stays as it
  * was), while the hot site's new blocks stay on tier 0. Checked with
  * move_pages; the heap reads back unchanged. Again with the cold site calling
- * posix_memalign.
+ * posix_memalign, and realloc (a block of 4 KiB from another site grown to
+ * 64 KiB: the new block is the cold site's).
  *
  * Topologies: 2tier, 3tier and flat. */
 #include <criterion/criterion.h>
@@ -72,12 +73,23 @@ static __attribute__((noinline)) uint64_t *st_alloc_hot(size_t b)
   return p;
 }
 
-static bool st_aligned;   /* VMTEST_SITE_ALIGNED=1: the cold site calls posix_memalign */
+/* VMTEST_SITE_CALL: what the cold site calls (malloc, posix_memalign,
+ * realloc). */
+static enum { ST_MALLOC, ST_MEMALIGN, ST_REALLOC } st_call;
+
+static __attribute__((noinline)) void *st_small(void)
+{
+  void *p = malloc(4096);
+  if (p) memset(p, 1, 4096);
+  return p;
+}
 
 static __attribute__((noinline)) uint64_t *st_alloc_cold(size_t b)
 {
   void *q = NULL;
-  uint64_t *p = st_aligned ? (posix_memalign(&q, 256, ST_BLOCK) == 0 ? q : NULL) : malloc(ST_BLOCK);
+  uint64_t *p = st_call == ST_MEMALIGN ? (posix_memalign(&q, 256, ST_BLOCK) == 0 ? q : NULL)
+                : st_call == ST_REALLOC ? ((q = st_small()) ? realloc(q, ST_BLOCK) : NULL)
+                                        : malloc(ST_BLOCK);
   if (p) st_blk[b].p = p, st_fill(b), st_cold_allocs += 2;
   return p;
 }
@@ -151,8 +163,8 @@ __attribute__((constructor)) static void st_child_main(void)
 {
   const char *mode = getenv("VMTEST_SITE");
   if (!mode || strcmp(mode, "child") != 0) return;
-  const char *aligned = getenv("VMTEST_SITE_ALIGNED");
-  st_aligned = aligned && aligned[0] == '1';
+  const char *call = getenv("VMTEST_SITE_CALL");
+  st_call = !call ? ST_MALLOC : !strcmp(call, "posix_memalign") ? ST_MEMALIGN : !strcmp(call, "realloc") ? ST_REALLOC : ST_MALLOC;
   pthread_t th;
   pthread_create(&th, NULL, st_reader, NULL);
   printf("ready\n");
@@ -252,13 +264,15 @@ static const char *st_until(const char *key, long long want, int ms)
   }
 }
 
-/* The test, with the cold site's calls to malloc or (aligned) to
- * posix_memalign. */
-static void st_cold_site_goes_below(const char *aligned)
+/* The test, with the cold site's calls to `call` (malloc, posix_memalign,
+ * realloc). */
+static void st_cold_site_goes_below(const char *call)
 {
+  char callenv[48];
+  snprintf(callenv, sizeof callenv, "VMTEST_SITE_CALL=%s", call);
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_SITE=child", "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=500",
-                  "TIERMALLOC_SITE_SAMPLE=64K", "TIERMALLOC_TOPTIER_HIGH=256M", (char *)aligned, NULL };
+                  "TIERMALLOC_SITE_SAMPLE=64K", "TIERMALLOC_TOPTIER_HIGH=256M", callenv, NULL };
   char *argv[] = { (char *)vm_self(), NULL };
   vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&child, "ready", 120000), "%s", child.buf);
@@ -281,7 +295,7 @@ static void st_cold_site_goes_below(const char *aligned)
   cr_expect_geq(st_on(topo, l, "hot", 0) * 10, hot * 9, "%s: the hot site's blocks stay on tier 0:\n%s",
                 topo->name, child.buf);
   cr_log_info("%s: cold site's (%s) new blocks %.0f %% below tier 0, demoted %lld B before and after", topo->name,
-              aligned[strlen(aligned) - 1] == '1' ? "posix_memalign" : "malloc",
+              call,
               fresh ? 100.0 * (double)below / (double)fresh : 0, demoted);
   close(child.in);
   child.in = -1;
@@ -294,11 +308,18 @@ static void st_cold_site_goes_below(const char *aligned)
 Test(site, a_cold_sites_new_memory_goes_below_without_a_migration, .init = st_init, .fini = st_fini,
      .timeout = 240)
 {
-  st_cold_site_goes_below("VMTEST_SITE_ALIGNED=0");
+  st_cold_site_goes_below("malloc");
 }
 
 /* Aligned allocations are sampled and routed as malloc's are. */
 Test(site, an_aligned_cold_sites_new_memory_goes_below_too, .init = st_init, .fini = st_fini, .timeout = 240)
 {
-  st_cold_site_goes_below("VMTEST_SITE_ALIGNED=1");
+  st_cold_site_goes_below("posix_memalign");
+}
+
+/* And realloc's: a block grown at a cold site is that site's new memory. */
+Test(site, a_cold_site_calling_realloc_has_its_new_memory_below_too, .init = st_init, .fini = st_fini,
+     .timeout = 240)
+{
+  st_cold_site_goes_below("realloc");
 }
