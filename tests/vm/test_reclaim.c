@@ -324,7 +324,10 @@ static void rc_child(void)
       unsigned k = sscanf(cmd, "watch %llu %llu %llu %llu", &a, &b, &c, &d) == 4 ? (unsigned)d : 0;
       rc_watch(a, (long long)b, c, k < rc_s.ntiers ? k : 0);
     } else if (sscanf(cmd, "settle %llu", &a) == 1) {
-      /* Until a pass has ended idle (every tier within its watermarks), or a ms. */
+      /* Until a pass that began after the command has ended idle (every
+       * tier within its watermarks), or a ms. The pass running when it came
+       * may have measured the heap before it was made (in CI a pass ended
+       * idle 0.4 s after a 64 MiB heap went over the lowest tier's max). */
       long long t0 = rc_ms();
       tier_stats_get(&rc_s, sizeof rc_s);
       unsigned long long p0 = rc_s.reclaim_passes, idle_since = 0;
@@ -334,7 +337,7 @@ static void rc_child(void)
         tier_stats_get(&rc_s, sizeof rc_s);
         if (rc_s.reclaim_state != TIER_RECLAIM_IDLE) idle_since = 0;
         else if (!idle_since) idle_since = rc_s.reclaim_passes;
-        if (idle_since && rc_s.reclaim_passes > idle_since && rc_s.reclaim_passes > p0) break;
+        if (idle_since && rc_s.reclaim_passes > idle_since && rc_s.reclaim_passes > p0 + 1) break;
       }
       printf("settle ms=%lld state=%u passes=%llu\n", rc_ms() - t0, rc_s.reclaim_state,
              (unsigned long long)rc_s.reclaim_passes);
