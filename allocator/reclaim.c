@@ -972,8 +972,8 @@ static uint64_t rc_promote(unsigned t, uint64_t want)
  * 0 in huge pages, which a read per piece grades (a huge page has one
  * accessed bit: hotness.h), so an exchange can tell them from the pieces
  * (such a chunk stays in 4 KiB pages: not without need). At most
- * TIERMALLOC_HOTNESS_PIECES a read, a quarter of them of tier 0 at most,
- * taken in turn from a cursor over the chunk map so each gets its read. */
+ * TIERMALLOC_HOTNESS_PIECES a read, TM_HOTNESS_SAMPLE_MAX / 4 (8) of tier 0
+ * at most, taken in turn from a cursor over the chunk map so each gets its read. */
 static struct {
   unsigned range;
   uintptr_t at;
