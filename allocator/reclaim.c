@@ -241,6 +241,13 @@ static unsigned rc_rank(tm_chunk_t *c)
   return RC_HEAT_RANKS - 1 - tm_hotness_heat(c) * RC_HEAT_RANKS / (TM_HOTNESS_HEAT_MAX + 1);
 }
 
+/* c is a chunk below tier 0 with pieces up on tier 0 (chunkmap.h: only a
+ * chunk below has a record). */
+static bool rc_has_pieces_up(tm_chunk_t *c)
+{
+  return tm_chunk_tier(c) != 0 && tm_chunk_pieces_up(c);
+}
+
 static bool rc_movable(tm_chunk_t *c)
 {
   return tm_chunk_bytes(c) != 0 &&
@@ -292,7 +299,7 @@ static void rc_measure(rc_scan_t *s)
         s->movable[t] += res[k] - up;
         s->movable[0] += up;
         s->hist[t][rc_rank(c)]++;
-        if (tm_chunk_pieces_up(c)) s->hist[0][0]++;   /* rc_act: the hottest of tier 0 */
+        if (rc_has_pieces_up(c)) s->hist[0][0]++;   /* rc_act: the hottest of tier 0 */
         if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
             s->nstray < sizeof s->stray / sizeof s->stray[0])
           s->stray[s->nstray++] = c;
@@ -333,7 +340,7 @@ static void rc_stray_mark(const rc_stray_scan_t *k, uintptr_t end)
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
     tm_chunk_t *c = tm_chunk_of((void *)a);
     /* Not one with pieces up: they are above it on purpose. */
-    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c) && !tm_chunk_pieces_up(c))
+    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c) && !rc_has_pieces_up(c))
       atomic_fetch_or_explicit(&c->flags, TM_CHUNK_STRAY, memory_order_relaxed);
   }
 }
@@ -647,18 +654,17 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
         tm_chunk_t *c = tm_chunk_of((void *)a);
         /* A chunk below with pieces on tier 0: they go back down to it,
          * known hot, so last (rank 0), and never paged out from here. */
-        bool pieces = t == 0 && !pageout && tm_chunk_tier(c) != 0 && tm_chunk_pieces_up(c);
+        bool pieces = t == 0 && !pageout && rc_has_pieces_up(c);
         if ((!pieces && tm_chunk_tier(c) != t) || !rc_movable(c) || (pieces ? 0 : rc_rank(c)) != b)
           continue;
         tm_migrate_counts_t n = {0};
+        uint64_t up = pieces ? tm_chunk_shifted(c) : 0;
         if (room.pages != UINT64_MAX || room.bytes != UINT64_MAX) {
-          uint64_t up = tm_chunk_shifted(c);
           if (!rc_room_take(&room, room.pages == UINT64_MAX ? 0 : pieces ? up : tm_migrate_resident(c),
                             pieces ? up : tm_chunk_bytes(c)))
             continue;
         }
         if (pieces) {
-          uint64_t up = tm_chunk_shifted(c);
           if (tm_migrate_chunk(c, tm_chunk_tier(c), &n) != 0) continue;
           rc_add(&rc_demoted[0], n.moved);
           rc_add(&rc_failed[0], n.failed);
@@ -876,7 +882,7 @@ static unsigned rc_colder(unsigned t, unsigned u, bool graded, rc_pick_t *out, u
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
-      bool pieces = t == 0 && tm_chunk_tier(c) != 0 && tm_chunk_pieces_up(c);
+      bool pieces = t == 0 && rc_has_pieces_up(c);
       if ((pieces || tm_chunk_tier(c) == t) && rc_movable(c) && rc_settled(c) &&
           (pieces ? tm_hotness_cold(c) : rc_may_replace(u, graded, c))) {
         rc_pick_t k = rc_pick(c);
@@ -903,7 +909,7 @@ static unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
       tm_chunk_t *c = tm_chunk_of((void *)a);
       if (tm_chunk_tier(c) == t && rc_movable(c) && tm_hotness_steady(c) && rc_settled(c) &&
-          !tm_chunk_pieces_up(c) &&
+          !rc_has_pieces_up(c) &&
           !(tm_hotness_pieces_on() && (!tm_hotness_graded(c) || tm_hotness_heat(c) < TM_HOTNESS_HEAT_MAX / 2)))
         rc_pick_offer(out, &n, max, rc_pick(c), rc_hotter_first);
     }
@@ -979,12 +985,14 @@ static struct {
   uintptr_t at;
 } rc_cursor;
 
-static bool rc_piece_candidate(tm_chunk_t *c, bool top)
+/* Which of the two c is, if either: 1 a chunk below, 2 one of tier 0 in
+ * huge pages; 0 neither. */
+static int rc_piece_candidate(tm_chunk_t *c)
 {
   if (!rc_movable(c) || !tm_hotness_hot(c) ||
       !(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_SPLIT))
-    return false;
-  return top ? tm_chunk_tier(c) == 0 && !tm_hotness_graded(c) : tm_chunk_tier(c) != 0;
+    return 0;
+  return tm_chunk_tier(c) != 0 ? 1 : !tm_hotness_graded(c) ? 2 : 0;
 }
 
 static void rc_sample_pieces(void)
@@ -998,9 +1006,9 @@ static void rc_sample_pieces(void)
   for (uint64_t k = 0; k < total; k++) {
     tm_chunk_t *c = tm_chunks + rc_cursor.range * per + rc_cursor.at;
     if (++rc_cursor.at == per) rc_cursor.at = 0, rc_cursor.range = (rc_cursor.range + 1) % tm_ranges.n;
-    bool upper = rc_piece_candidate(c, true);
-    if (!upper && !rc_piece_candidate(c, false)) continue;
-    if (upper && (!rc.piece_no_room || top >= TM_HOTNESS_SAMPLE_MAX / 4)) continue;
+    int kind = rc_piece_candidate(c);
+    bool upper = kind == 2;
+    if (!kind || (upper && (!rc.piece_no_room || top >= TM_HOTNESS_SAMPLE_MAX / 4))) continue;
     if (!tm_hotness_sample(c)) break;   /* full */
     top += upper;
   }
@@ -1349,15 +1357,16 @@ uint64_t tm_reclaim_pass(void)
   if (unheld) state = TIER_RECLAIM_MAX_NOT_HELD;
   atomic_store_explicit(&rc_state, over || more || paging || unheld ? state : TIER_RECLAIM_IDLE,
                         memory_order_relaxed);
+  /* Chunks to read per piece at the scan below; not while a limit is being
+   * brought back: a read per piece makes the scan slower (in the VM, high
+   * was held in 2.3 s, not 2). */
+  bool draining = false;
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++) draining |= rc.draining[t];
+  if (!draining && !rc.want_bits && state != TIER_RECLAIM_DEMOTING && !paging && !unheld) rc_sample_pieces();
   /* After the moves, so a limit to hold never waits for it. */
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
    * read all the time from data written once before. */
-  /* Not while a limit is being brought back: a read per piece makes the
-   * scan slower (in the VM, high was held in 2.3 s, not 2). */
-  bool draining = false;
-  for (unsigned t = 0; t + 1 < rc.ntiers; t++) draining |= rc.draining[t];
-  if (!draining && !rc.want_bits && state != TIER_RECLAIM_DEMOTING && !paging && !unheld) rc_sample_pieces();
   rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
   /* Short while anything moves, and while chunks wait to be read per piece:
    * each read then comes on time (at a period of 1 s, reads per piece came

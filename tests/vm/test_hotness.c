@@ -385,6 +385,22 @@ static long long hn_until_hot_on_top(const vm_topology_t *topo, int ms, const ch
   }
 }
 
+/* Spawns the child with env, whose tier 0 has a high of high_mib: the hot
+ * set is 90 % on tier 0 within 10 s, moved there by promotion (counted),
+ * tier 0 under its high. Returns the ms it took (-1: not within 10 s);
+ * *where the last line, *on0 the heap's bytes on tier 0 then. */
+static long long hn_promoted_within_10s(const vm_topology_t *topo, char *const env[], long long high_mib,
+                                        const char **where, long long *on0)
+{
+  hn_spawn(env, NULL);
+  long long took = hn_until_hot_on_top(topo, 10000, where);
+  cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
+  cr_expect_gt(hn_kv(*where, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
+  *on0 = hn_heap_on0(topo, *where);
+  cr_expect_leq(*on0, high_mib * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  return took;
+}
+
 /* Most of the heap below (tier 0's high 24 MiB from the environment, the
  * heap 120 MiB): the hot set, read from the start, is promoted in exchange
  * for tier 0's cold chunks; then, once the moved chunks' cool-down is over,
@@ -395,13 +411,8 @@ static void hn_promotion(const char *mode)
   const vm_topology_t *topo = vm_topology();
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=60", "TIERMALLOC_HOTNESS=accessed",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=500", "TIERMALLOC_TOPTIER_HIGH=24M", (char *)mode, NULL };
-  hn_spawn(env, NULL);
   const char *l;
-  long long took = hn_until_hot_on_top(topo, 10000, &l);
-  cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
-  cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
-  long long on0 = hn_heap_on0(topo, l);
-  cr_expect_leq(on0, 24 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  long long on0, took = hn_promoted_within_10s(topo, env, 24, &l, &on0);
   /* A phase, then a change: the chunks moved stay put for reclaim's
    * cool-down (10 s) first, so the change is measured from a settled state. */
   usleep(10500 * 1000);
@@ -445,14 +456,8 @@ static void hn_pieces(const char *mode)
   char *env[] = { "VMTEST_HOTNESS=child", "VMTEST_HOTNESS_BLOCKS=128", "VMTEST_HOTNESS_MIXED=1",
                   "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_INTERVAL_MS=500",
                   "TIERMALLOC_TOPTIER_HIGH=32M", (char *)mode, NULL };
-  hn_spawn(env, NULL);
   const char *l;
-  long long took = hn_until_hot_on_top(topo, 10000, &l);
-  cr_expect(took >= 0, "%s: the hot set is not 90 %% on tier 0 after 10 s:\n%s", topo->name, child.buf);
-  if (topo->ntiers > 1)
-    cr_expect_gt(hn_kv(l, "promoted0"), 0, "%s:\n%s", topo->name, child.buf);
-  long long on0 = hn_heap_on0(topo, l);
-  cr_expect_leq(on0, 32 * (long long)VM_MIB, "%s: tier 0 above its high:\n%s", topo->name, child.buf);
+  long long on0, took = hn_promoted_within_10s(topo, env, 32, &l, &on0);
   /* tier_of follows the pieces: it puts on tier 0 the hot pages that are
    * there (a page first touched after its piece moved would not be). */
   long long tof0 = hn_kv(l, "tof0"), top = hn_on(topo, l, "hot", 0);
