@@ -52,21 +52,52 @@ static bool rc_cv_ok, rc_stop;
 static pthread_t rc_thread;
 static atomic_bool rc_running;    /* started and not yet joined */
 
+static const tm_background_tick_t *_Atomic rc_tick;
+
+void tm_background_set_tick(const tm_background_tick_t *t)
+{
+  atomic_store_explicit(&rc_tick, t, memory_order_release);
+}
+
+static uint64_t bg_tick(void)
+{
+  const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
+  return t ? t->tick() : UINT64_MAX;
+}
+
+static uint64_t bg_now(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static void *rc_main(void *arg)
 {
   (void)arg;
   prctl(PR_SET_NAME, TM_RECLAIM_THREAD_NAME);
   /* Sleeps in tm_watch_wait while it can (a write to the cgroup's limits
    * wakes it, and so does rc_stop_and_join); on the condition variable
-   * otherwise. */
+   * otherwise. A pass runs when the last one's wait has passed or a limit
+   * was written; the tick (the live record) may wake it in between. */
   bool watching = tm_watch_start();
+  uint64_t next_pass = 0;
   pthread_mutex_lock(&rc_mu);
   while (!rc_stop) {
     pthread_mutex_unlock(&rc_mu);
-    uint64_t wait = tm_reclaim_pass();
+    if (bg_now() >= next_pass) {
+      uint64_t w = tm_reclaim_pass();
+      next_pass = bg_now() + w;
+    }
+    uint64_t live = bg_tick(), now = bg_now();
+    uint64_t wait = next_pass > now ? next_pass - now : 0;
+    if (live < wait) wait = live;
     int woke = watching ? tm_watch_wait(wait) : -1;
     if (woke >= 0) {
-      if (woke) tm_reclaim_woken();
+      if (woke) {
+        tm_reclaim_woken();
+        next_pass = 0;
+      }
       pthread_mutex_lock(&rc_mu);
       continue;
     }
@@ -85,6 +116,8 @@ static void *rc_main(void *arg)
   }
   pthread_mutex_unlock(&rc_mu);
   tm_watch_stop();
+  const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
+  if (t) t->stopped();
   tm_reclaim_stopped();
   return NULL;
 }

@@ -14,6 +14,8 @@
 #ifndef TM_BACKGROUND_H
 #define TM_BACKGROUND_H
 
+#include <stdint.h>
+
 /* Start-up, before the arenas are hooked: takes the lower layers'
  * notifications (notify.h): committed memory wakes reclaim
  * (tm_background_reclaim_wanted), a grown heap may start jemalloc's
@@ -45,6 +47,16 @@ void tm_background_heap_grew(void);
  * its thread is not running, the thread starts. It runs tm_reclaim_pass in a
  * loop, every signal blocked, and never allocates. */
 void tm_background_reclaim_wanted(void);
+
+/* Work the reclaim thread also does at each wake, for a module above this
+ * one (live.h publishes its record so): tick returns the nanoseconds until
+ * it wants the thread again (UINT64_MAX: never); stopped runs as the
+ * thread ends. Set once; *t stays valid for the life of the process. */
+typedef struct tm_background_tick_s {
+  uint64_t (*tick)(void);
+  void (*stopped)(void);
+} tm_background_tick_t;
+void tm_background_set_tick(const tm_background_tick_t *t);
 
 /* The last program thread that used the allocator has exited: stops them. */
 void tm_background_no_thread_left(void);

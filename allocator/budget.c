@@ -150,19 +150,6 @@ tier_budget_source_t tm_budget_tier_source(const tm_budgets_t *b, unsigned tier)
   return src;
 }
 
-const char *tm_budget_source_name(tier_budget_source_t s)
-{
-  switch (s) {
-  case TIER_BUDGET_NONE: return "none";
-  case TIER_BUDGET_ENV: return "env";
-  case TIER_BUDGET_KERNEL: return "kernel";
-  case TIER_BUDGET_CGROUP_V2: return "cgroup v2";
-  case TIER_BUDGET_CGROUP_V1: return "cgroup v1";
-  case TIER_BUDGET_RATIO: return "ratio";
-  }
-  return "unknown";
-}
-
 static const char *budget_bytes(uint64_t v, char *buf, size_t size)
 {
   static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB" };

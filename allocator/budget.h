@@ -64,9 +64,6 @@ const char *tm_budget_explain(const tm_budgets_t *b, unsigned tier, unsigned lim
  * source among its four limits (TIER_BUDGET_NONE when none is set). */
 tier_budget_source_t tm_budget_tier_source(const tm_budgets_t *b, unsigned tier);
 
-/* "env", "kernel", "cgroup v2", "cgroup v1", "ratio", "none". */
-const char *tm_budget_source_name(tier_budget_source_t s);
-
 /* The limit names, "min", "low", "high", "max". */
 extern const char *const tm_limit_names[TM_LIMIT_COUNT];
 

@@ -77,8 +77,10 @@ typedef enum tm_option_secure_e {
   X(HOTNESS_WINDOW_MS, TM_OPT_UINT,   "0",     NULL,               TM_OPT_SECURE_KEEP, "with the accessed bits, how long before each read they are cleared (ms; 0: at the read before, the whole interval; at most a third of the interval and 1000): the reclaim thread clears them and wakes this much later to read them, so a chunk is young only if used within the window; under a heavy load every chunk is used within an interval, and a window tells the hottest from the rest") \
   X(SITES,             TM_OPT_BOOL,   "1",     NULL,               TM_OPT_SECURE_KEEP, "allocation-site placement: with the accessed bits and a budget, sample allocations by bytes, give the most sampled call sites (callers of malloc, calloc, the aligned allocations and operator new) chunks of their own, and place the new memory of a site whose memory proved cold from tier 1 down, with no migration") \
   X(SITE_SAMPLE,       TM_OPT_SIZE,   "512K",  NULL,               TM_OPT_SECURE_KEEP, "mean bytes a thread allocates between two samples for SITES (at least 4K)") \
-  X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json",   TM_OPT_SECURE_DROP, "print per-tier stats at exit") \
+  X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json|prom", TM_OPT_SECURE_DROP, "print per-tier stats at exit (prom: the Prometheus text format)") \
   X(STATS_FILE,        TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_DROP, "append the exit stats to this file instead of stderr") \
+  X(LIVE_MS,           TM_OPT_UINT,   "100",   NULL,               TM_OPT_SECURE_DROP, "publish the stats for tierctl in LIVE_DIR/tiermalloc.<pid> (mode 0600) at start-up, on demand, and this often (ms, at least 10) from the reclaim thread while it runs; 0: no record") \
+  X(LIVE_DIR,          TM_OPT_STRING, "/dev/shm", NULL,            TM_OPT_SECURE_DROP, "the directory of the live records (tierctl reads the same TIERMALLOC_LIVE_DIR)") \
   X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,               TM_OPT_SECURE_DROP, "print the topology and the options in force at start-up")
 
 typedef enum tm_option_id_e {

@@ -28,6 +28,20 @@ int tm_outfile_open_append(const char *path, int *fd)
   return 0;
 }
 
+int tm_outfile_create(const char *path, bool replace, int *fd)
+{
+  if (tm_options_secure()) return EPERM;
+  const int flags = O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC;
+  int f = open(path, flags, S_IRUSR | S_IWUSR);
+  if (f < 0 && errno == EEXIST && replace) {
+    if (unlink(path) != 0) return EEXIST;
+    f = open(path, flags, S_IRUSR | S_IWUSR);
+  }
+  if (f < 0) return errno;
+  *fd = f;
+  return 0;
+}
+
 const char *tm_outfile_strerror(int err)
 {
   switch (err) {

@@ -1418,7 +1418,7 @@ void tm_reclaim_stats(tier_stats_t *s)
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) {
     s->tier[t].reclaim.demoted = atomic_load_explicit(&rc_demoted[t], memory_order_relaxed);
     s->tier[t].reclaim.promoted = atomic_load_explicit(&rc_promoted[t], memory_order_relaxed);
-    s->tier[t].reclaim.paged_out = atomic_load_explicit(&rc_paged[t], memory_order_relaxed);
+    s->tier[t].reclaim.pageout = atomic_load_explicit(&rc_paged[t], memory_order_relaxed);
     s->tier[t].reclaim.failed = atomic_load_explicit(&rc_failed[t], memory_order_relaxed);
     s->tier[t].budget.max_not_held =
         t + 1 == rc.ntiers && atomic_load_explicit(&rc_unheld, memory_order_relaxed);

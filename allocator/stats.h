@@ -1,25 +1,21 @@
 /*
  * stats: one snapshot of the per-tier figures (tier_stats_t, defined once in
- * include/tiermalloc.h) and its text and JSON forms, both printed by one
- * walk over the field lists.
+ * include/tiermalloc.h), and the stats printed at exit (statsfmt.h prints).
  */
 #ifndef TM_STATS_H
 #define TM_STATS_H
 
+#include "statsfmt.h"
 #include "tiermalloc.h"
 
-/* Fills *s now, measuring resident bytes. Returns 0 or a positive errno (the
- * snapshot is still filled; resident is then 0). */
-int tm_stats_snapshot(tier_stats_t *s);
+/* Fills *s now, measuring resident bytes from /proc/self/numa_maps; or,
+ * with prev, taking resident, resident_other and resident_sample_ns from
+ * *prev instead (a snapshot that costs no page-table walk). Returns 0 or a
+ * positive errno (the snapshot is still filled; resident is then 0). */
+int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev);
 
-/* Prints *s through write(arg, ...). Never allocates. */
-void tm_stats_format(const tier_stats_t *s, tier_write_fn *write, void *arg,
-                     tier_stats_format_t format);
-
-/* "off", "always", "pressure" (tier_reclaim_mode_t); "stopped", "idle",
- * "demoting", "paging out", "max not held", "promoting" (tier_reclaim_state_t). */
-const char *tm_stats_reclaim_mode_name(uint32_t m);
-const char *tm_stats_reclaim_state_name(uint32_t st);
+/* This process, for the printers: its pid and name. */
+tm_stats_who_t tm_stats_me(void);
 
 /* At start-up: keeps a copy of stderr when the exit stats go there. */
 void tm_stats_at_start(void);

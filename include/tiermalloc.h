@@ -65,8 +65,15 @@ int tier_pin(const void *p, size_t len);
 int tier_unpin(const void *p, size_t len);
 
 /* ---- Statistics ----------------------------------------------------------
- * Each field is defined once, here, with its unit (bytes or ns); the text
- * and JSON printers and the tests walk these lists.
+ * Each field is defined once, here, with its unit; the text, JSON and
+ * Prometheus printers, tierctl and the tests walk these lists. Units:
+ *   bytes: a level in bytes (JSON key: name_bytes; Prometheus: a gauge,
+ *          tiermalloc_[tier_]name_bytes); a reclaim field is a sum since
+ *          start-up (tiermalloc_tier_name_bytes_total, a counter);
+ *   ns: a duration (JSON: name; Prometheus: a gauge in seconds);
+ *   ns_total: a sum of durations since start-up (a counter in seconds);
+ *   count: a number now (a gauge); total: a number of events since start-up
+ *          (a counter, tiermalloc_name_total).
  * Which tier a figure follows:
  *   home (the address range): mapped, allocated;
  *   current (where the chunk's pages are bound): committed, used;
@@ -75,7 +82,7 @@ int tier_unpin(const void *p, size_t len);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 5
+#define TIER_STATS_VERSION 6   /* 6: JSON keys carry their unit (resident_bytes...) */
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -98,23 +105,23 @@ int tier_unpin(const void *p, size_t len);
 #define TIER_STATS_RECLAIM_FIELDS(X)                                           \
   X(demoted,   bytes, "moved from this tier to the next one down (pages found there afterwards)") \
   X(promoted,  bytes, "moved to this tier from the one below, hot by the accessed bits (pages found here afterwards)") \
-  X(paged_out, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap (no longer resident afterwards)") \
+  X(pageout, bytes, "resident pages of the tier's chunks that MADV_PAGEOUT sent to swap (no longer resident afterwards)") \
   X(failed,    bytes, "pages asked to move down that did not (busy, pinned, no room): retried later")
 
 #define TIER_STATS_GLOBAL_FIELDS(X)                                            \
   X(unplaced_allocated, bytes, "live bytes outside every tier range (jemalloc's start-up memory, or memory mapped once the ranges were full)") \
   X(resident_other,     bytes, "bytes of the tiered ranges on nodes that belong to no tier") \
   X(resident_sample_ns, ns,    "how long the last resident measurement took") \
-  X(reclaim_passes,     count, "passes of the reclaim thread over the chunk map")  \
-  X(reclaim_cpu_ns,     ns,    "CPU time the reclaim thread used (measuring, demoting, paging out)")
+  X(reclaim_passes,     total, "passes of the reclaim thread over the chunk map")  \
+  X(reclaim_cpu_ns,     ns_total,  "CPU time the reclaim thread used (measuring, demoting, paging out)")
 
 /* Allocation-site placement (TIERMALLOC_SITES): after the fields above, so a
  * program built against version 4 still reads those. */
 #define TIER_STATS_SITE_FIELDS(X)                                              \
-  X(site_samples, count, "allocations sampled for their call site (malloc, calloc, operator new)") \
+  X(site_samples, total, "allocations sampled for their call site (malloc, calloc, operator new)") \
   X(sites_apart,  count, "call sites whose allocations go to chunks of their own now, on trial or cold (8 at most)") \
   X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down") \
-  X(sites_tried,  count, "sites put on trial so far (16 at most): one not found cold goes back to the shared chunks")
+  X(sites_tried,  total, "sites put on trial so far (16 at most): one not found cold goes back to the shared chunks")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 #define TIER_STATS_SITES 8         /* sites routed to chunks of their own at once, at most */
@@ -196,13 +203,65 @@ typedef struct tier_stats_s {
  * Returns 0, or EINVAL when out is NULL or size is too small for the header. */
 int tier_stats_get(tier_stats_t *out, size_t size);
 
-typedef enum tier_stats_format_e { TIER_STATS_TEXT = 0, TIER_STATS_JSON = 1 } tier_stats_format_t;
+/* TEXT: tables for people; JSON: one object (README, "Stats"); PROM: the
+ * Prometheus text exposition format, labelled with the pid and command. */
+typedef enum tier_stats_format_e {
+  TIER_STATS_TEXT = 0,
+  TIER_STATS_JSON = 1,
+  TIER_STATS_PROM = 2,
+} tier_stats_format_t;
 
 /* Receives the printed stats in pieces; len bytes, not NUL-terminated. */
 typedef void tier_write_fn(void *arg, const char *buf, size_t len);
 
 /* Measures and prints the stats through write(arg, ...). Returns 0 or EINVAL. */
 int tier_stats_print(tier_write_fn *write, void *arg, tier_stats_format_t format);
+
+/* Publishes the stats into the process's live record now (see below), with
+ * resident bytes measured now. Returns 0, or a positive errno: ENOENT when
+ * the process has no record (TIERMALLOC_LIVE_MS=0, secure execution, or it
+ * could not be created: said once at start-up). */
+int tier_stats_publish(void);
+
+/* ---- The live record --------------------------------------------------------
+ * Each process running tiermalloc publishes its stats in a file of its own,
+ * <TIERMALLOC_LIVE_DIR>/tiermalloc.<pid> (/dev/shm by default), mode 0600:
+ * its user and root can read it, nobody else. It is written at start-up,
+ * every TIERMALLOC_LIVE_MS by the reclaim thread while that runs, and by
+ * tier_stats_get, tier_stats_print and tier_stats_publish; it is removed at
+ * exit. tierctl reads it.
+ * A reader maps it read-only and copies it, keeping the copy only when seq
+ * was the same even value before and after (a seqlock: the writer makes seq
+ * odd while it writes and never waits for a reader). The process is alive,
+ * and the record its own, while /proc/<pid>/maps maps the file: a record
+ * left by a process that died or exec'd is stale. */
+#define TIER_LIVE_MAGIC   0x3176696c72656974ull   /* "tierliv1" */
+#define TIER_LIVE_VERSION 1
+#define TIER_LIVE_PREFIX  "tiermalloc."
+
+/* Who wrote the record's last snapshot. */
+typedef enum tier_live_publisher_e {
+  TIER_LIVE_STARTUP = 0,   /* start-up (or the first publication of a fork child) */
+  TIER_LIVE_THREAD,        /* the reclaim thread, every interval_ns */
+  TIER_LIVE_DEMAND,        /* tier_stats_get, tier_stats_print, tier_stats_publish */
+} tier_live_publisher_t;
+
+typedef struct tier_live_s {
+  uint64_t magic;          /* TIER_LIVE_MAGIC */
+  uint32_t version;        /* TIER_LIVE_VERSION */
+  uint32_t size;           /* sizeof(tier_live_t) of the writer */
+  uint64_t seq;            /* odd while the writer writes */
+  uint32_t pid;
+  uint32_t publisher;      /* tier_live_publisher_t */
+  uint64_t published_ns;   /* CLOCK_REALTIME of the snapshot */
+  uint64_t resident_ns;    /* CLOCK_REALTIME when resident was measured (at most one
+                              measurement per max(interval, 100 x its cost): an older one is reused) */
+  uint64_t interval_ns;    /* the thread's period while it publishes; 0: it does not (now) */
+  uint64_t range_base;     /* the tier ranges [base, end): what resident counts */
+  uint64_t range_end;
+  char command[16];        /* the process's name at start-up (comm) */
+  tier_stats_t stats;
+} tier_live_t;
 
 #ifdef __cplusplus
 }

@@ -7,10 +7,12 @@
 #include "chunkmap.h"
 #include "hint.h"
 #include "je.h"
+#include "live.h"
 #include "range.h"
 #include "shim.h"
 #include "startup.h"
 #include "stats.h"
+#include "statsfmt.h"
 #include "thread.h"
 #include "tiermalloc.h"
 
@@ -84,17 +86,30 @@ TM_EXPORT int tier_stats_get(tier_stats_t *out, size_t size)
   if (out == NULL || size < offsetof(tier_stats_t, tier)) return EINVAL;
   tm_start();
   tier_stats_t s;
-  tm_stats_snapshot(&s);
+  tm_stats_snapshot(&s, NULL);
+  tm_live_publish(&s);
   memcpy(out, &s, size < sizeof s ? size : sizeof s);
   return 0;
 }
 
 TM_EXPORT int tier_stats_print(tier_write_fn *write, void *arg, tier_stats_format_t format)
 {
-  if (write == NULL || (format != TIER_STATS_TEXT && format != TIER_STATS_JSON)) return EINVAL;
+  if (write == NULL || (format != TIER_STATS_TEXT && format != TIER_STATS_JSON &&
+                        format != TIER_STATS_PROM))
+    return EINVAL;
   tm_start();
   tier_stats_t s;
-  tm_stats_snapshot(&s);
-  tm_stats_format(&s, write, arg, format);
+  tm_stats_snapshot(&s, NULL);
+  tm_live_publish(&s);
+  tm_stats_who_t me = tm_stats_me();
+  tm_stats_format(&s, &me, write, arg, format);
   return 0;
+}
+
+TM_EXPORT int tier_stats_publish(void)
+{
+  tm_start();
+  tier_stats_t s;
+  tm_stats_snapshot(&s, NULL);
+  return tm_live_publish(&s);
 }

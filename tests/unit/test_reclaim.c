@@ -477,7 +477,7 @@ Test(reclaim, pages_the_kernel_put_above_their_chunks_tier_are_moved_down)
   rt_free(p, 16);
 }
 
-Test(reclaim, the_lowest_tier_above_its_high_is_paged_out)
+Test(reclaim, the_lowest_tier_above_its_high_is_pageout)
 {
   void *p[32];
   char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
@@ -489,18 +489,18 @@ Test(reclaim, the_lowest_tier_above_its_high_is_paged_out)
   rt_limits(env);
   tm_reclaim_pass();
   tier_stats_t s = rt_stats();
-  cr_expect_geq(s.tier[1].reclaim.paged_out, 24 * MiB - 2 * MiB, "%llu",
-                (unsigned long long)s.tier[1].reclaim.paged_out);
-  cr_expect_leq(s.tier[1].reclaim.paged_out, 32 * MiB);
+  cr_expect_geq(s.tier[1].reclaim.pageout, 24 * MiB - 2 * MiB, "%llu",
+                (unsigned long long)s.tier[1].reclaim.pageout);
+  cr_expect_leq(s.tier[1].reclaim.pageout, 32 * MiB);
   cr_expect_eq(s.pageout_available, 1);
-  cr_expect_eq(s.tier[0].reclaim.paged_out, 0, "only the lowest tier is paged out");
+  cr_expect_eq(s.tier[0].reclaim.pageout, 0, "only the lowest tier is paged out");
   rt_free(p, 32);
 }
 
 /* Swapping while a tier above has room in its budget is the kernel's failure
  * tiermalloc avoids: the lowest tier over its high by less than that room is
  * left alone. */
-Test(reclaim, nothing_is_paged_out_while_a_tier_above_has_room)
+Test(reclaim, nothing_is_pageout_while_a_tier_above_has_room)
 {
   void *p[32];
   char *spill[] = { "TIERMALLOC_TOPTIER_MAX=0", NULL };
@@ -510,19 +510,19 @@ Test(reclaim, nothing_is_paged_out_while_a_tier_above_has_room)
                   "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits(env);
   tm_reclaim_pass();
-  cr_expect_eq(rt_stats().tier[1].reclaim.paged_out, 0, "tier 0 has 64 MiB of room");
+  cr_expect_eq(rt_stats().tier[1].reclaim.pageout, 0, "tier 0 has 64 MiB of room");
   cr_expect_eq(rt.pageouts, 0);
   char *less[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_TIER1_HIGH=8M",
                    "TIERMALLOC_RECLAIM_HYSTERESIS=2M", "TIERMALLOC_RECLAIM_PAGEOUT_RATE=1T", NULL };
   rt_limits(less);
   tm_reclaim_pass();
-  uint64_t po = rt_stats().tier[1].reclaim.paged_out;
+  uint64_t po = rt_stats().tier[1].reclaim.pageout;
   cr_expect_geq(po, 6 * MiB, "26 MiB over, 16 MiB of room above: %llu KiB", (unsigned long long)(po >> 10));
   cr_expect_leq(po, 12 * MiB, "26 MiB over, 16 MiB of room above: %llu KiB", (unsigned long long)(po >> 10));
   rt_free(p, 32);
 }
 
-Test(reclaim, without_swap_nothing_is_paged_out_and_it_is_said_once)
+Test(reclaim, without_swap_nothing_is_pageout_and_it_is_said_once)
 {
   tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
   void *p[16];
@@ -539,7 +539,7 @@ Test(reclaim, without_swap_nothing_is_paged_out_and_it_is_said_once)
   cr_expect(strstr(out, "no swap") != NULL, "%s", out);
   cr_expect_eq(rt.pageouts, 0);
   tier_stats_t s = rt_stats();
-  cr_expect_eq(s.tier[1].reclaim.paged_out, 0);
+  cr_expect_eq(s.tier[1].reclaim.pageout, 0);
   cr_expect_eq(s.pageout_available, 0);
   rt_free(p, 16);
 }
@@ -567,18 +567,18 @@ Test(reclaim, the_lowest_tier_min_or_low_alone_pages_out_nothing)
   rt_limits(low);
   tm_reclaim_pass();
   cr_expect_eq(rt.pageouts, 0, "min and low only protect");
-  cr_expect_eq(rt_stats().tier[1].reclaim.paged_out, 0);
+  cr_expect_eq(rt_stats().tier[1].reclaim.pageout, 0);
   rt_free(p, 32);
 }
 
-Test(reclaim, the_lowest_tier_above_its_high_is_paged_out_at_the_rate)
+Test(reclaim, the_lowest_tier_above_its_high_is_pageout_at_the_rate)
 {
   void *p[32];
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_HIGH=8M",
                   "TIERMALLOC_RECLAIM_PAGEOUT_RATE=2M", NULL };
   rt_lowest_with(p, env);
   tm_reclaim_pass();
-  uint64_t po = rt_stats().tier[1].reclaim.paged_out;
+  uint64_t po = rt_stats().tier[1].reclaim.pageout;
   cr_expect_gt(po, 0);
   /* The first pass's allowance (a tenth of a second at 2 MiB/s), and the
    * rest of the chunk that crossed it. */
@@ -587,7 +587,7 @@ Test(reclaim, the_lowest_tier_above_its_high_is_paged_out_at_the_rate)
   rt_free(p, 32);
 }
 
-Test(reclaim, the_lowest_tier_above_its_max_is_paged_out_at_once_whatever_the_rate)
+Test(reclaim, the_lowest_tier_above_its_max_is_pageout_at_once_whatever_the_rate)
 {
   void *p[32];
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=0", "TIERMALLOC_TIER1_MAX=8M",
@@ -600,10 +600,10 @@ Test(reclaim, the_lowest_tier_above_its_max_is_paged_out_at_once_whatever_the_ra
   cr_expect_leq(left, 8 * MiB, "one pass: %llu KiB resident", (unsigned long long)(left >> 10));
   cr_expect_geq(left, 8 * MiB - TM_CHUNK_SIZE, "no further than max: %llu KiB resident",
                 (unsigned long long)(left >> 10));
-  cr_expect_geq(s.tier[1].reclaim.paged_out, 22 * MiB);
+  cr_expect_geq(s.tier[1].reclaim.pageout, 22 * MiB);
   cr_expect_eq(s.tier[1].budget.max_not_held, 0);
   cr_expect_eq(s.reclaim_state, TIER_RECLAIM_PAGING_OUT);
-  cr_expect_eq(s.tier[0].reclaim.paged_out, 0);
+  cr_expect_eq(s.tier[0].reclaim.pageout, 0);
   rt_free(p, 32);
 }
 
@@ -662,7 +662,7 @@ Test(reclaim, a_lowest_tier_max_without_swap_is_said_not_held)
   cr_expect(strstr(out, "no swap is on") != NULL, "%s", out);
   cr_expect_eq(rt.pageouts, 0);
   tier_stats_t s = rt_stats();
-  cr_expect_eq(s.tier[1].reclaim.paged_out, 0);
+  cr_expect_eq(s.tier[1].reclaim.pageout, 0);
   cr_expect_eq(s.tier[1].budget.max_not_held, 1);
   cr_expect_eq(s.tier[0].budget.max_not_held, 0);
   cr_expect_eq(s.reclaim_state, TIER_RECLAIM_MAX_NOT_HELD);
@@ -1340,9 +1340,9 @@ Test(reclaim, a_cgroup_near_its_memory_high_pages_out_its_coldest)
   rt_limits_cgroup(env);
   tm_reclaim_pass();
   tier_stats_t s = rt_stats();
-  cr_expect_geq(s.tier[0].reclaim.paged_out, 4 * MiB, "%llu",
-                (unsigned long long)s.tier[0].reclaim.paged_out);
-  cr_expect_leq(s.tier[0].reclaim.paged_out, 14 * MiB, "its share of 10 MiB over (+ margin)");
+  cr_expect_geq(s.tier[0].reclaim.pageout, 4 * MiB, "%llu",
+                (unsigned long long)s.tier[0].reclaim.pageout);
+  cr_expect_leq(s.tier[0].reclaim.pageout, 14 * MiB, "its share of 10 MiB over (+ margin)");
   cr_expect_eq(s.tier[0].reclaim.demoted, 0);
   rt_free(p, 24);
 }

@@ -3,7 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "stats.h"
+#include "statsfmt.h"
 #include "statsbuf.h"
 
 
@@ -26,9 +26,9 @@ static tier_stats_t fmt_sample(void)
   s.tier[1] = (tier_stats_tier_t){ .capacity = 1ull << 30, .mapped = 10, .committed = 10,
                                    .used = 0, .allocated = 9, .resident = 0, .nodes = { 6 },
                                    .budget = { .high = TIER_UNLIMITED, .max = TIER_UNLIMITED } };
-  s.tier[0].reclaim = (__typeof__(s.tier[0].reclaim)){ .demoted = 4ull << 20, .paged_out = 0,
+  s.tier[0].reclaim = (__typeof__(s.tier[0].reclaim)){ .demoted = 4ull << 20, .pageout = 0,
                                                        .failed = 8192 };
-  s.tier[1].reclaim.paged_out = 2ull << 20;
+  s.tier[1].reclaim.pageout = 2ull << 20;
   s.reclaim_passes = 12;
   s.reclaim_cpu_ns = 2500000;
   s.reclaim_mode = TIER_RECLAIM_PRESSURE;
@@ -42,17 +42,18 @@ Test(stats_format, json_has_every_field_once)
 {
   tier_stats_t s = fmt_sample();
   statsbuf_t b = { .n = 0 };
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":5,\"ntiers\":2,\"unplaced_allocated\":7,\"resident_other\":0,"
+    "{\"version\":6,\"ntiers\":2,\"unplaced_allocated_bytes\":7,\"resident_other_bytes\":0,"
     "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
-    "{\"tier\":0,\"nodes\":\"0\",\"capacity\":536870912,\"mapped\":33554432,\"committed\":33554432,"
-    "\"used\":31457280,\"allocated\":3145728,\"resident\":5242880,"
-    "\"reclaim\":{\"demoted\":4194304,\"promoted\":0,\"paged_out\":0,\"failed\":8192},"
+    "{\"tier\":0,\"nodes\":\"0\",\"capacity_bytes\":536870912,\"mapped_bytes\":33554432,"
+    "\"committed_bytes\":33554432,\"used_bytes\":31457280,\"allocated_bytes\":3145728,"
+    "\"resident_bytes\":5242880,\"demoted_bytes\":4194304,\"promoted_bytes\":0,\"pageout_bytes\":0,"
+    "\"failed_bytes\":8192,"
     "\"budget\":{\"min\":0,\"low\":1024,\"high\":67108864,\"max\":104857600,\"source\":\"cgroup v2\",\"max_held\":true}},"
-    "{\"tier\":1,\"nodes\":\"1-2\",\"capacity\":1073741824,\"mapped\":10,\"committed\":10,"
-    "\"used\":0,\"allocated\":9,\"resident\":0,"
-    "\"reclaim\":{\"demoted\":0,\"promoted\":0,\"paged_out\":2097152,\"failed\":0},"
+    "{\"tier\":1,\"nodes\":\"1-2\",\"capacity_bytes\":1073741824,\"mapped_bytes\":10,\"committed_bytes\":10,"
+    "\"used_bytes\":0,\"allocated_bytes\":9,\"resident_bytes\":0,"
+    "\"demoted_bytes\":0,\"promoted_bytes\":0,\"pageout_bytes\":2097152,\"failed_bytes\":0,"
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
     "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
@@ -63,7 +64,7 @@ Test(stats_format, text_is_a_table_with_units)
 {
   tier_stats_t s = fmt_sample();
   statsbuf_t b = { .n = 0 };
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_TEXT);
   cr_expect(strstr(b.s, "tiermalloc: 2 tiers\n") == b.s, "%s", b.s);
 #define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
@@ -92,11 +93,11 @@ Test(stats_format, a_max_not_held_is_shown_in_both_forms)
   s.tier[1].budget.max_not_held = 1;
   s.reclaim_state = TIER_RECLAIM_MAX_NOT_HELD;
   statsbuf_t b = { .n = 0 };
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_TEXT);
   cr_expect(strstr(b.s, "  env; above max, NOT HELD (nothing can be paged out)\n") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "pressure, max not held;") != NULL, "%s", b.s);
   b.n = 0;
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect(strstr(b.s, "\"source\":\"env\",\"max_held\":false}") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\"reclaim_state\":\"max not held\"") != NULL, "%s", b.s);
 }
@@ -111,13 +112,13 @@ Test(stats_format, sites_apart_are_named_by_their_frames_in_both_forms)
   s.site[0] = (tier_stats_site_t){ .frames = { (uint64_t)(uintptr_t)getpid + 4, 0x10 },
                                    .sampled = 1 << 20, .hot = 0, .cold = 6ull << 20, .cold_verdict = 1 };
   statsbuf_t b = { .n = 0 };
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_TEXT);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_TEXT);
   cr_expect(strstr(b.s, "\nsite new memory") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\n0    below      ") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "6.0 MiB  __getpid+0x4 (libc.so.6) <- 0x10\n") != NULL,
             "named by the loader, or a number where no object holds it: %s", b.s);
   b.n = 0;
-  tm_stats_format(&s, statsbuf_write, &b, TIER_STATS_JSON);
+  tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect(strstr(b.s, ",\"sampled\":1048576,\"hot\":0,\"cold\":6291456,\"cold_verdict\":true}]}") != NULL,
             "%s", b.s);
   cr_expect(strstr(b.s, "\"sites\":[{\"frames\":[\"") != NULL, "%s", b.s);

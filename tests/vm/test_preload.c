@@ -51,8 +51,8 @@ static int read_stats_json(const char *path, tier_json_t *tiers, int ntiers)
     snprintf(key, sizeof key, "{\"tier\":%d,", t);
     const char *p = strstr(buf, key);
     if (!p) return -1;
-    tiers[t].used = vm_json_num(p, "used");
-    tiers[t].resident = vm_json_num(p, "resident");
+    tiers[t].used = vm_json_num(p, "used_bytes");
+    tiers[t].resident = vm_json_num(p, "resident_bytes");
   }
   return 0;
 }

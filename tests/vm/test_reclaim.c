@@ -183,7 +183,7 @@ static void rc_print_stat(const char *prefix)
            (unsigned long long)x->used, t, (unsigned long long)x->budget.high, t,
            (unsigned long long)x->budget.max, t, (unsigned long long)x->budget.min, t,
            (unsigned long long)x->budget.low, t, (unsigned long long)x->reclaim.demoted, t,
-           (unsigned long long)x->reclaim.failed, t, (unsigned long long)x->reclaim.paged_out, t,
+           (unsigned long long)x->reclaim.failed, t, (unsigned long long)x->reclaim.pageout, t,
            x->budget.max_not_held, t, (unsigned long long)(rc_on_tier(counts, t) * 4096));
   }
   for (int n = 0; n < VM_MAX_NODES; n++)
@@ -970,7 +970,7 @@ static void expect_in_swap_and_intact(const vm_topology_t *topo, long long expec
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }
 
-RC_TEST(the_lowest_tier_above_its_high_is_paged_out_to_swap)
+RC_TEST(the_lowest_tier_above_its_high_is_pageout_to_swap)
 {
   const vm_topology_t *topo = vm_topology();
   skip_without_swap();
@@ -1044,7 +1044,7 @@ static uint64_t room_above(const char *l, int last)
  * left above) within 2 s of the burst's end, though the pageout rate alone
  * would take 24 s; the excess is in swap (VmSwap, memory.swap.current), and
  * the heap reads back unchanged. */
-RC_TEST(the_lowest_tier_above_its_max_is_paged_out_within_2s)
+RC_TEST(the_lowest_tier_above_its_max_is_pageout_within_2s)
 {
   const vm_topology_t *topo = vm_topology();
   skip_without_swap();

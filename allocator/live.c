@@ -1,0 +1,218 @@
+#include "live.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "background.h"
+#include "log.h"
+#include "options.h"
+#include "outfile.h"
+#include "range.h"
+#include "stats.h"
+
+/* Taken by every writer (the reclaim thread and program threads publishing
+ * on demand); never by a reader, which is another process. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static tier_live_t *live_rec;            /* the mapping; NULL: no record (yet) */
+static size_t live_size;
+static char live_path[TM_OPT_STRING_MAX + 32];
+static pid_t live_pid;                   /* who made live_path */
+static atomic_bool live_wanted;          /* on (the option), and not refused for good */
+static uint64_t live_interval_ns;
+static uint64_t live_next_ns;            /* CLOCK_MONOTONIC: the thread's next publication */
+static uint64_t live_measured_ns;        /* CLOCK_MONOTONIC: the last resident measurement */
+static uint64_t live_resident_real_ns;   /* the same, CLOCK_REALTIME, for the record */
+static tier_stats_t live_last;           /* under live_mu: its resident is reused */
+
+static uint64_t live_clock(clockid_t id)
+{
+  struct timespec ts;
+  clock_gettime(id, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Under live_mu. 0, or a positive errno (nothing made). */
+static int live_create_locked(void)
+{
+  snprintf(live_path, sizeof live_path, "%s/" TIER_LIVE_PREFIX "%d",
+           tm_option(TM_OPTION_LIVE_DIR)->str, (int)getpid());
+  int fd = -1;
+  int err = tm_outfile_create(live_path, true, &fd);
+  if (err != 0) return err;
+  long page = sysconf(_SC_PAGESIZE);
+  size_t size = (sizeof(tier_live_t) + (size_t)page - 1) & ~((size_t)page - 1);
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)size) != 0) err = errno;
+  else if ((p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) err = errno;
+  close(fd);
+  if (err != 0) {
+    unlink(live_path);
+    return err;
+  }
+  live_rec = p;
+  live_size = size;
+  live_pid = getpid();
+  tier_live_t *r = live_rec;
+  r->version = TIER_LIVE_VERSION;
+  r->size = sizeof *r;
+  r->pid = (uint32_t)live_pid;
+  snprintf(r->command, sizeof r->command, "%s", program_invocation_short_name);
+  if (tm_ranges.n > 0) {
+    r->range_base = tm_ranges.base;
+    r->range_end = tm_ranges.base + ((uint64_t)tm_ranges.n << tm_ranges.shift);
+  }
+  /* Last: a reader takes a file without the magic for one still being made. */
+  atomic_store_explicit((_Atomic uint64_t *)&r->magic, TIER_LIVE_MAGIC, memory_order_release);
+  return 0;
+}
+
+/* Under live_mu: one seqlock write of *s. */
+static void live_store_locked(const tier_stats_t *s, uint32_t publisher, uint64_t interval_ns)
+{
+  tier_live_t *r = live_rec;
+  _Atomic uint64_t *seq = (_Atomic uint64_t *)&r->seq;
+  uint64_t q = atomic_load_explicit(seq, memory_order_relaxed);
+  atomic_store_explicit(seq, q + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  r->publisher = publisher;
+  r->published_ns = live_clock(CLOCK_REALTIME);
+  r->resident_ns = live_resident_real_ns;
+  r->interval_ns = interval_ns;
+  memcpy(&r->stats, s, sizeof *s);
+  atomic_store_explicit(seq, q + 2, memory_order_release);
+  if (s != &live_last) live_last = *s;
+}
+
+/* Under live_mu: the record exists, made now if this process has none yet
+ * (a fork child). */
+static bool live_ready_locked(uint32_t *publisher)
+{
+  if (live_rec != NULL) return true;
+  if (!live_wanted) return false;
+  int err = live_create_locked();
+  if (err != 0) {
+    live_wanted = false;
+    if (err != EPERM)
+      tm_warn("cannot publish live stats in %s (%s); tierctl will not see this process",
+              live_path, tm_outfile_strerror(err));
+    return false;
+  }
+  *publisher = TIER_LIVE_STARTUP;
+  return true;
+}
+
+static void live_prefork(void);
+static void live_postfork_parent(void);
+static void live_postfork_child(void);
+
+void tm_live_init(void)
+{
+  uint64_t ms = tm_option(TM_OPTION_LIVE_MS)->num;
+  if (ms == 0 || live_interval_ns != 0) return;
+  if (pthread_atfork(live_prefork, live_postfork_parent, live_postfork_child) != 0) {
+    tm_warn("cannot register the live record's fork handlers; no live stats");
+    return;
+  }
+  live_interval_ns = (ms < 10 ? 10 : ms) * 1000000u;
+  live_wanted = true;
+  static const tm_background_tick_t tick = { tm_live_tick, tm_live_thread_stopped };
+  tm_background_set_tick(&tick);
+  tier_stats_t s;
+  tm_stats_snapshot(&s, NULL);
+  pthread_mutex_lock(&live_mu);
+  live_measured_ns = live_clock(CLOCK_MONOTONIC);
+  live_resident_real_ns = live_clock(CLOCK_REALTIME);
+  uint32_t publisher = TIER_LIVE_STARTUP;
+  if (live_ready_locked(&publisher)) live_store_locked(&s, publisher, 0);
+  pthread_mutex_unlock(&live_mu);
+}
+
+uint64_t tm_live_tick(void)
+{
+  if (!live_wanted && live_rec == NULL) return UINT64_MAX;
+  uint64_t now = live_clock(CLOCK_MONOTONIC);
+  if (now < live_next_ns) return live_next_ns - now;
+  pthread_mutex_lock(&live_mu);
+  /* Resident costs a walk of the page tables (numa_maps): at most 1 % of
+   * the thread's time, and no more often than the interval. */
+  uint64_t every = 100 * live_last.resident_sample_ns;
+  if (every < live_interval_ns) every = live_interval_ns;
+  bool measure = now - live_measured_ns >= every || live_measured_ns == 0;
+  uint32_t publisher = TIER_LIVE_THREAD;
+  if (live_ready_locked(&publisher)) {
+    tier_stats_t s;
+    tm_stats_snapshot(&s, measure ? NULL : &live_last);
+    if (measure) {
+      live_measured_ns = now;
+      live_resident_real_ns = live_clock(CLOCK_REALTIME);
+    }
+    live_store_locked(&s, publisher, live_interval_ns);
+  }
+  live_next_ns = now + live_interval_ns;
+  bool on = live_rec != NULL;
+  pthread_mutex_unlock(&live_mu);
+  return on ? live_interval_ns : UINT64_MAX;
+}
+
+void tm_live_thread_stopped(void)
+{
+  pthread_mutex_lock(&live_mu);
+  if (live_rec != NULL) live_store_locked(&live_last, live_rec->publisher, 0);
+  live_next_ns = 0;
+  pthread_mutex_unlock(&live_mu);
+}
+
+int tm_live_publish(const tier_stats_t *s)
+{
+  pthread_mutex_lock(&live_mu);
+  uint32_t publisher = TIER_LIVE_DEMAND;
+  int err = ENOENT;
+  if (live_ready_locked(&publisher)) {
+    live_measured_ns = live_clock(CLOCK_MONOTONIC);
+    live_resident_real_ns = live_clock(CLOCK_REALTIME);
+    live_store_locked(s, publisher, live_rec->interval_ns);
+    err = 0;
+  }
+  pthread_mutex_unlock(&live_mu);
+  return err;
+}
+
+void tm_live_at_exit(void)
+{
+  pthread_mutex_lock(&live_mu);
+  if (live_rec != NULL && live_pid == getpid()) {
+    unlink(live_path);
+    munmap(live_rec, live_size);
+    live_rec = NULL;
+  }
+  live_wanted = false;
+  pthread_mutex_unlock(&live_mu);
+}
+
+/* Fork: no publication runs across it; the child unmaps its parent's record
+ * (it must never write there) and makes its own at its first publication. */
+static void live_prefork(void)
+{
+  pthread_mutex_lock(&live_mu);
+}
+
+static void live_postfork_parent(void)
+{
+  pthread_mutex_unlock(&live_mu);
+}
+
+static void live_postfork_child(void)
+{
+  pthread_mutex_init(&live_mu, NULL);
+  if (live_rec != NULL) munmap(live_rec, live_size);
+  live_rec = NULL;
+  live_next_ns = 0;
+  live_measured_ns = 0;
+}
