@@ -11,7 +11,7 @@ JE_PIC    := $(shell $(CC) -print-file-name=libjemalloc_pic.a)
 # The Debian packages a build and a test run need (make deps installs missing ones).
 DEB_PKGS  := gcc g++ make pkg-config binutils libjemalloc-dev libjemalloc2 libnuma-dev \
              libunwind-dev libcriterion-dev libmemkind0 python3 perl sqlite3 bind9-utils \
-             qemu-system-x86 busybox-static xz-utils cpio kmod
+             qemu-system-x86 busybox-static xz-utils cpio kmod gnuplot-nox
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
@@ -27,7 +27,7 @@ SHIM_OBJ  := $(SHIM_SRC:%.c=$(B)/%.o)
 DEPS      := $(ALLOC_OBJ:.o=.d) $(SHIM_OBJ:.o=.d)
 
 .PHONY: all deps install demo test test-unit clean
-all: $(B)/libtiermalloc.so
+all: $(B)/libtiermalloc.so $(B)/tierctl
 
 # ---- private jemalloc -----------------------------------------------------
 # Debian's PIC archive, minus its C++ object, with every public symbol
@@ -49,15 +49,23 @@ $(B)/libtiermalloc.so: $(ALLOC_OBJ) $(SHIM_OBJ) $(B)/jemalloc/libtmje.a shim/exp
 	  -Wl,--exclude-libs,ALL -Wl,--version-script=shim/exports.map \
 	  -Wl,-soname,libtiermalloc.so -Wl,-z,nodelete -Wl,-z,now $(LIBS)
 
+# tierctl reads other processes' live records: the printers and the
+# record's reader are the library's own objects, linked statically.
+$(B)/tierctl: tools/tierctl.c $(B)/libtm_internal.a
+	$(CC) $(TM_CFLAGS) -fvisibility=default -o $@ tools/tierctl.c $(B)/libtm_internal.a $(LIBS)
+
 -include $(DEPS)
 
 # ---- deps / install ---------------------------------------------------------
 deps:
 	@sh mk/deps.sh $(DEB_PKGS)
 
-install: $(B)/libtiermalloc.so
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+install: $(B)/libtiermalloc.so $(B)/tierctl
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(B)/libtiermalloc.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(B)/tierctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 tools/tierctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 include/tiermalloc.h $(DESTDIR)$(PREFIX)/include/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' mk/tiermalloc.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/tiermalloc.pc
 

@@ -59,10 +59,16 @@ void tm_background_set_tick(const tm_background_tick_t *t)
   atomic_store_explicit(&rc_tick, t, memory_order_release);
 }
 
-static uint64_t bg_tick(void)
+static uint64_t bg_tick(bool on_thread)
 {
   const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
-  return t ? t->tick() : UINT64_MAX;
+  return t ? t->tick(on_thread) : UINT64_MAX;
+}
+
+static bool bg_tick_due(void)
+{
+  const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
+  return t && t->due();
 }
 
 static uint64_t bg_now(void)
@@ -89,7 +95,7 @@ static void *rc_main(void *arg)
       uint64_t w = tm_reclaim_pass();
       next_pass = bg_now() + w;
     }
-    uint64_t live = bg_tick(), now = bg_now();
+    uint64_t live = bg_tick(true), now = bg_now();
     uint64_t wait = next_pass > now ? next_pass - now : 0;
     if (live < wait) wait = live;
     int woke = watching ? tm_watch_wait(wait) : -1;
@@ -179,11 +185,13 @@ static void bg_start_deferred(void)
 {
   if (bg_je_wanted()) bg_start();
   if (tm_reclaim_needed()) rc_start();
+  else if (!atomic_load_explicit(&rc_running, memory_order_relaxed) && bg_tick_due()) bg_tick(false);
 }
 
 void tm_background_reclaim_wanted(void)
 {
-  if (atomic_load_explicit(&rc_running, memory_order_relaxed) || !tm_reclaim_needed()) return;
+  if (atomic_load_explicit(&rc_running, memory_order_relaxed) || (!tm_reclaim_needed() && !bg_tick_due()))
+    return;
   tm_thread_t *self = &tm_tls;
   if (self->state != TM_THREAD_READY || self->internal) return;
   tm_account_defer(self, bg_start_deferred);

@@ -14,6 +14,7 @@
 #ifndef TM_BACKGROUND_H
 #define TM_BACKGROUND_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Start-up, before the arenas are hooked: takes the lower layers'
@@ -48,12 +49,16 @@ void tm_background_heap_grew(void);
  * loop, every signal blocked, and never allocates. */
 void tm_background_reclaim_wanted(void);
 
-/* Work the reclaim thread also does at each wake, for a module above this
- * one (live.h publishes its record so): tick returns the nanoseconds until
- * it wants the thread again (UINT64_MAX: never); stopped runs as the
- * thread ends. Set once; *t stays valid for the life of the process. */
+/* Periodic work for a module above this one (live.h publishes its record
+ * so). The reclaim thread calls tick(true) at each wake: it returns the
+ * nanoseconds until it wants the thread again (UINT64_MAX: never); stopped
+ * runs as the thread ends. While no reclaim thread runs, memory being
+ * committed asks due() (cheap: no lock, no syscall) and, when it says so,
+ * the committing thread calls tick(false) on its way out of malloc. Set
+ * once; *t stays valid for the life of the process. */
 typedef struct tm_background_tick_s {
-  uint64_t (*tick)(void);
+  uint64_t (*tick)(bool on_thread);
+  bool (*due)(void);
   void (*stopped)(void);
 } tm_background_tick_t;
 void tm_background_set_tick(const tm_background_tick_t *t);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "background.h"
+#include "liverec.h"
 #include "log.h"
 #include "options.h"
 #include "outfile.h"
@@ -26,7 +27,7 @@ static char live_path[TM_OPT_STRING_MAX + 32];
 static pid_t live_pid;                   /* who made live_path */
 static atomic_bool live_wanted;          /* on (the option), and not refused for good */
 static uint64_t live_interval_ns;
-static uint64_t live_next_ns;            /* CLOCK_MONOTONIC: the thread's next publication */
+static _Atomic uint64_t live_next_ns;    /* CLOCK_MONOTONIC: the next publication */
 static uint64_t live_measured_ns;        /* CLOCK_MONOTONIC: the last resident measurement */
 static uint64_t live_resident_real_ns;   /* the same, CLOCK_REALTIME, for the record */
 static tier_stats_t live_last;           /* under live_mu: its resident is reused */
@@ -76,17 +77,8 @@ static int live_create_locked(void)
 /* Under live_mu: one seqlock write of *s. */
 static void live_store_locked(const tier_stats_t *s, uint32_t publisher, uint64_t interval_ns)
 {
-  tier_live_t *r = live_rec;
-  _Atomic uint64_t *seq = (_Atomic uint64_t *)&r->seq;
-  uint64_t q = atomic_load_explicit(seq, memory_order_relaxed);
-  atomic_store_explicit(seq, q + 1, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-  r->publisher = publisher;
-  r->published_ns = live_clock(CLOCK_REALTIME);
-  r->resident_ns = live_resident_real_ns;
-  r->interval_ns = interval_ns;
-  memcpy(&r->stats, s, sizeof *s);
-  atomic_store_explicit(seq, q + 2, memory_order_release);
+  tm_liverec_write(live_rec, s, publisher, live_clock(CLOCK_REALTIME), live_resident_real_ns,
+                   interval_ns);
   if (s != &live_last) live_last = *s;
 }
 
@@ -122,7 +114,7 @@ void tm_live_init(void)
   }
   live_interval_ns = (ms < 10 ? 10 : ms) * 1000000u;
   live_wanted = true;
-  static const tm_background_tick_t tick = { tm_live_tick, tm_live_thread_stopped };
+  static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped };
   tm_background_set_tick(&tick);
   tier_stats_t s;
   tm_stats_snapshot(&s, NULL);
@@ -131,21 +123,29 @@ void tm_live_init(void)
   live_resident_real_ns = live_clock(CLOCK_REALTIME);
   uint32_t publisher = TIER_LIVE_STARTUP;
   if (live_ready_locked(&publisher)) live_store_locked(&s, publisher, 0);
+  atomic_store_explicit(&live_next_ns, live_measured_ns + live_interval_ns, memory_order_relaxed);
   pthread_mutex_unlock(&live_mu);
 }
 
-uint64_t tm_live_tick(void)
+bool tm_live_due(void)
+{
+  return atomic_load_explicit(&live_wanted, memory_order_relaxed) &&
+         live_clock(CLOCK_MONOTONIC_COARSE) >= atomic_load_explicit(&live_next_ns, memory_order_relaxed);
+}
+
+uint64_t tm_live_tick(bool on_thread)
 {
   if (!live_wanted && live_rec == NULL) return UINT64_MAX;
   uint64_t now = live_clock(CLOCK_MONOTONIC);
-  if (now < live_next_ns) return live_next_ns - now;
+  uint64_t next = atomic_load_explicit(&live_next_ns, memory_order_relaxed);
+  if (now < next) return next - now;
   pthread_mutex_lock(&live_mu);
   /* Resident costs a walk of the page tables (numa_maps): at most 1 % of
    * the thread's time, and no more often than the interval. */
   uint64_t every = 100 * live_last.resident_sample_ns;
   if (every < live_interval_ns) every = live_interval_ns;
   bool measure = now - live_measured_ns >= every || live_measured_ns == 0;
-  uint32_t publisher = TIER_LIVE_THREAD;
+  uint32_t publisher = on_thread ? TIER_LIVE_THREAD : TIER_LIVE_COMMIT;
   if (live_ready_locked(&publisher)) {
     tier_stats_t s;
     tm_stats_snapshot(&s, measure ? NULL : &live_last);
@@ -153,9 +153,9 @@ uint64_t tm_live_tick(void)
       live_measured_ns = now;
       live_resident_real_ns = live_clock(CLOCK_REALTIME);
     }
-    live_store_locked(&s, publisher, live_interval_ns);
+    live_store_locked(&s, publisher, on_thread ? live_interval_ns : 0);
   }
-  live_next_ns = now + live_interval_ns;
+  atomic_store_explicit(&live_next_ns, now + live_interval_ns, memory_order_relaxed);
   bool on = live_rec != NULL;
   pthread_mutex_unlock(&live_mu);
   return on ? live_interval_ns : UINT64_MAX;
@@ -165,7 +165,7 @@ void tm_live_thread_stopped(void)
 {
   pthread_mutex_lock(&live_mu);
   if (live_rec != NULL) live_store_locked(&live_last, live_rec->publisher, 0);
-  live_next_ns = 0;
+  atomic_store_explicit(&live_next_ns, 0, memory_order_relaxed);
   pthread_mutex_unlock(&live_mu);
 }
 
@@ -213,6 +213,6 @@ static void live_postfork_child(void)
   pthread_mutex_init(&live_mu, NULL);
   if (live_rec != NULL) munmap(live_rec, live_size);
   live_rec = NULL;
-  live_next_ns = 0;
+  atomic_store_explicit(&live_next_ns, 0, memory_order_relaxed);
   live_measured_ns = 0;
 }

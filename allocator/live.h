@@ -11,6 +11,7 @@
 #ifndef TM_LIVE_H
 #define TM_LIVE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "tiermalloc.h"
@@ -22,11 +23,16 @@
  * the account's and the budgets', which its writer takes while holding it. */
 void tm_live_init(void);
 
-/* The reclaim thread, at each wake: publishes when the interval has passed
- * (resident measured again at most once per max(interval, 100 x what the
- * last measurement cost), else the last figure is kept, with its time).
- * Returns the nanoseconds until the next publication, UINT64_MAX for none. */
-uint64_t tm_live_tick(void);
+/* Publishes when the interval has passed (resident measured again at most
+ * once per max(interval, 100 x what the last measurement cost), else the
+ * last figure is kept, with its time): at each wake of the reclaim thread
+ * (on_thread), or on a program thread committing memory while no reclaim
+ * thread runs (background.h). Returns the nanoseconds until the next
+ * publication, UINT64_MAX for none. */
+uint64_t tm_live_tick(bool on_thread);
+
+/* The interval has passed since the last publication (a relaxed load). */
+bool tm_live_due(void);
 
 /* The reclaim thread stops: the record says no thread publishes now. */
 void tm_live_thread_stopped(void);

@@ -1,0 +1,43 @@
+#include "liverec.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <string.h>
+
+void tm_liverec_write(tier_live_t *r, const tier_stats_t *s, uint32_t publisher,
+                      uint64_t published_ns, uint64_t resident_ns, uint64_t interval_ns)
+{
+  _Atomic uint64_t *seq = (_Atomic uint64_t *)&r->seq;
+  uint64_t q = atomic_load_explicit(seq, memory_order_relaxed);
+  atomic_store_explicit(seq, q + 1, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  r->publisher = publisher;
+  r->published_ns = published_ns;
+  r->resident_ns = resident_ns;
+  r->interval_ns = interval_ns;
+  memcpy(&r->stats, s, sizeof *s);
+  atomic_store_explicit(seq, q + 2, memory_order_release);
+}
+
+int tm_liverec_read(const volatile tier_live_t *r, uint64_t size, tier_live_t *out, unsigned tries)
+{
+  if (size < sizeof *out) return EPROTO;
+  const _Atomic uint64_t *seq = (const _Atomic uint64_t *)&r->seq;
+  for (unsigned k = 0; k < tries; k++) {
+    uint64_t q0 = atomic_load_explicit(seq, memory_order_acquire);
+    if (q0 & 1) {
+      sched_yield();
+      continue;
+    }
+    /* A copy racing the writer is thrown away below; it never tears a
+     * copy we keep. */
+    for (size_t i = 0; i < sizeof *out; i++) ((char *)out)[i] = ((const volatile char *)r)[i];
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(seq, memory_order_relaxed) != q0) continue;
+    if (out->magic != TIER_LIVE_MAGIC || out->version != TIER_LIVE_VERSION || out->size < sizeof *out)
+      return EPROTO;
+    return 0;
+  }
+  return EAGAIN;
+}

@@ -1,0 +1,774 @@
+/*
+ * tierctl: the processes running tiermalloc, seen from outside through their
+ * live records (include/tiermalloc.h, "The live record"). `tierctl --help`
+ * and tierctl(1) say what each command does.
+ *
+ * Every error is one line on stderr, "tierctl: ...", and exit status 1 (2 for
+ * a usage error); nothing here aborts on what a record or /proc holds.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "budget.h"
+#include "cgroup.h"
+#include "liverec.h"
+#include "options.h"
+#include "resident.h"
+#include "statsfmt.h"
+#include "tiermalloc.h"
+#include "topology.h"
+
+#define MiB (1024.0 * 1024.0)
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("tierctl: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static const char *live_dir(void)
+{
+  const char *d = getenv("TIERMALLOC_LIVE_DIR");
+  return d && d[0] ? d : "/dev/shm";
+}
+
+static double now_s(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---- reading a record ------------------------------------------------------ */
+
+typedef enum {
+  RD_OK,
+  RD_NONE,    /* no record under that pid */
+  RD_PERM,    /* another user's */
+  RD_STALE,   /* its process ended or exec'd: removed (when we may) */
+  RD_BAD,     /* truncated, of another version, or not a record */
+  RD_BUSY,    /* written at every attempt */
+} rd_t;
+
+/* Does /proc/pid/maps map the file (dev, ino)? 1 yes, 0 no (or no such
+ * process), -1 cannot tell (no permission). */
+static int proc_maps_file(pid_t pid, dev_t dev, ino_t ino)
+{
+  char path[64], line[4096];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return errno == ENOENT || errno == ESRCH ? 0 : -1;
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) {
+    unsigned maj, min;
+    unsigned long long inode;
+    if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3 && inode == (unsigned long long)ino &&
+        makedev(maj, min) == dev)
+      found = 1;
+  }
+  /* A process whose maps read empty is a zombie or exiting: gone. */
+  fclose(f);
+  return found;
+}
+
+static rd_t read_record(pid_t pid, tier_live_t *out)
+{
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/" TIER_LIVE_PREFIX "%d", live_dir(), (int)pid);
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == EACCES || errno == EPERM ? RD_PERM : RD_NONE;
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return RD_BAD;
+  }
+  if ((uint64_t)st.st_size < sizeof *out) {
+    close(fd);
+    return RD_BAD;
+  }
+  void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return RD_BAD;
+  int err = tm_liverec_read(p, (uint64_t)st.st_size, out, 1000);
+  munmap(p, (size_t)st.st_size);
+  if (err == EAGAIN) return RD_BUSY;
+  if (err != 0 || out->pid != (uint32_t)pid) return RD_BAD;
+  if (proc_maps_file(pid, st.st_dev, st.st_ino) == 0) {
+    unlink(path);   /* the directory's sticky bit lets its owner (or root) do it */
+    return RD_STALE;
+  }
+  return RD_OK;
+}
+
+/* Does the process map libtiermalloc at all? For the message about a pid
+ * without a record. */
+static bool proc_has_tiermalloc(pid_t pid)
+{
+  char path[64], line[4096];
+  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return false;
+  bool yes = false;
+  while (!yes && fgets(line, sizeof line, f)) yes = strstr(line, "libtiermalloc") != NULL;
+  fclose(f);
+  return yes;
+}
+
+static int explain_rd(pid_t pid, rd_t r)
+{
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/%d", (int)pid);
+  switch (r) {
+  case RD_OK: return 0;
+  case RD_PERM: return fail("process %d is another user's: its record is readable by its user and root only", (int)pid);
+  case RD_STALE: return fail("process %d has ended (or exec'd): its stale record was removed", (int)pid);
+  case RD_BAD: return fail("the record of process %d is truncated or not a tiermalloc record (version %d expected)",
+                           (int)pid, TIER_LIVE_VERSION);
+  case RD_BUSY: return fail("the record of process %d was being written at every attempt; try again", (int)pid);
+  case RD_NONE: break;
+  }
+  if (access(proc, F_OK) != 0) return fail("no process %d", (int)pid);
+  if (proc_has_tiermalloc(pid))
+    return fail("process %d runs tiermalloc but publishes no record (TIERMALLOC_LIVE_MS=0, secure execution, "
+                "or another TIERMALLOC_LIVE_DIR than %s)", (int)pid, live_dir());
+  return fail("process %d does not run tiermalloc", (int)pid);
+}
+
+/* A record no thread refreshes (interval 0) has the resident bytes of its
+ * last publication: measure them now from /proc/pid/numa_maps, as the
+ * process itself would. */
+static void refresh_resident(pid_t pid, tier_live_t *r)
+{
+  if (r->interval_ns != 0 || r->range_end <= r->range_base) return;
+  tm_topology_t topo;
+  memset(&topo, 0, sizeof topo);
+  memset(topo.node_tier, -1, sizeof topo.node_tier);
+  topo.ntiers = (int)(r->stats.ntiers < TIER_MAX_TIERS ? r->stats.ntiers : TIER_MAX_TIERS);
+  for (int t = 0; t < topo.ntiers; t++) {
+    memcpy(topo.tier[t].nodes.w, r->stats.tier[t].nodes, sizeof topo.tier[t].nodes.w);
+    for (int n = 0; n < TIER_MAX_NODES; n++)
+      if (tm_nodemask_test(&topo.tier[t].nodes, n)) topo.node_tier[n] = (int8_t)t;
+  }
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
+  tm_resident_t res;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  if (tm_resident_measure(path, &topo, (uintptr_t)r->range_base, (uintptr_t)r->range_end, &res) != 0) return;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  for (int t = 0; t < topo.ntiers; t++) r->stats.tier[t].resident = res.tier[t];
+  r->stats.resident_other = res.other;
+  r->stats.resident_sample_ns =
+      (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
+  r->resident_ns = (uint64_t)(now_s() * 1e9);
+}
+
+/* Every readable, live record, pids ascending. Stale ones are removed. */
+typedef struct {
+  tier_live_t *rec;
+  unsigned n, cap;
+} recs_t;
+
+static int pid_cmp(const void *a, const void *b)
+{
+  const tier_live_t *x = a, *y = b;
+  return x->pid < y->pid ? -1 : x->pid > y->pid;
+}
+
+static int list_records(recs_t *out)
+{
+  DIR *d = opendir(live_dir());
+  if (!d) return errno;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *pre = TIER_LIVE_PREFIX;
+    if (strncmp(e->d_name, pre, strlen(pre)) != 0) continue;
+    char *end;
+    long pid = strtol(e->d_name + strlen(pre), &end, 10);
+    if (*end || pid <= 0) continue;
+    if (out->n == out->cap) {
+      out->cap = out->cap ? 2 * out->cap : 16;
+      tier_live_t *grown = realloc(out->rec, out->cap * sizeof *out->rec);
+      if (!grown) break;
+      out->rec = grown;
+    }
+    if (read_record((pid_t)pid, &out->rec[out->n]) != RD_OK) continue;
+    refresh_resident((pid_t)pid, &out->rec[out->n]);
+    out->n++;
+  }
+  closedir(d);
+  qsort(out->rec, out->n, sizeof *out->rec, pid_cmp);
+  return 0;
+}
+
+/* ---- printing -------------------------------------------------------------- */
+
+static void write_stdout(void *arg, const char *buf, size_t len)
+{
+  (void)arg;
+  fwrite(buf, 1, len, stdout);
+}
+
+static const char *human(uint64_t v, char *buf, size_t size)
+{
+  if (v == TIER_UNLIMITED) snprintf(buf, size, "unlimited");
+  else if (v < 1024 * 1024) snprintf(buf, size, "%.1f KiB", (double)v / 1024);
+  else if (v < 1024ull * 1024 * 1024) snprintf(buf, size, "%.1f MiB", (double)v / MiB);
+  else snprintf(buf, size, "%.2f GiB", (double)v / (MiB * 1024));
+  return buf;
+}
+
+static const char *publisher_name(uint32_t p, uint64_t interval_ns)
+{
+  switch (p) {
+  case TIER_LIVE_THREAD: return interval_ns ? "reclaim thread" : "reclaim thread, stopped";
+  case TIER_LIVE_DEMAND: return "api call";
+  case TIER_LIVE_COMMIT: return "allocation";
+  default: return "start-up";
+  }
+}
+
+static void ps_header(void)
+{
+  printf("%-7s %-15s %12s %12s %12s %12s  %-12s %s\n", "PID", "COMMAND", "TIER0 NOW", "HIGH", "MAX",
+         "LOWER TIERS", "RECLAIM", "PUBLISHED");
+}
+
+static void ps_line(const tier_live_t *r)
+{
+  const tier_stats_t *s = &r->stats;
+  uint64_t lower = 0;
+  for (unsigned t = 1; t < s->ntiers && t < TIER_MAX_TIERS; t++) lower += s->tier[t].resident;
+  char a[32], b[32], c[32], d[32], age[32];
+  double ago = now_s() - (double)r->published_ns / 1e9;
+  snprintf(age, sizeof age, "%.1fs ago, %s", ago < 0 ? 0 : ago, publisher_name(r->publisher, r->interval_ns));
+  printf("%-7u %-15.15s %12s %12s %12s %12s  %-12s %s\n", r->pid, r->command, human(s->tier[0].resident, a, sizeof a),
+         human(s->tier[0].budget.high, b, sizeof b), human(s->tier[0].budget.max, c, sizeof c),
+         s->ntiers > 1 ? human(lower, d, sizeof d) : "-", tm_stats_reclaim_state_name(s->reclaim_state), age);
+}
+
+static int cmd_ps(void)
+{
+  recs_t l = { 0 };
+  int err = list_records(&l);
+  if (err) return fail("cannot read %s: %s", live_dir(), strerror(err));
+  ps_header();
+  for (unsigned k = 0; k < l.n; k++) ps_line(&l.rec[k]);
+  free(l.rec);
+  return 0;
+}
+
+static bool parse_pid(const char *s, pid_t *pid)
+{
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v <= 0 || v > INT_MAX) return false;
+  *pid = (pid_t)v;
+  return true;
+}
+
+static int cmd_status(int argc, char **argv)
+{
+  tier_stats_format_t fmt = TIER_STATS_TEXT;
+  pid_t pid = 0;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--json") == 0) fmt = TIER_STATS_JSON;
+    else if (strcmp(argv[i], "--prom") == 0) fmt = TIER_STATS_PROM;
+    else if (pid == 0 && parse_pid(argv[i], &pid)) continue;
+    else {
+      fail("status: unexpected '%s' (usage: tierctl status PID [--json | --prom])", argv[i]);
+      return 2;
+    }
+  }
+  if (pid == 0 && fmt == TIER_STATS_PROM) {   /* every process: the textfile collector's input */
+    recs_t l = { 0 };
+    int err = list_records(&l);
+    if (err) return fail("cannot read %s: %s", live_dir(), strerror(err));
+    const tier_stats_t **s = calloc(l.n + 1, sizeof *s);
+    tm_stats_who_t *who = calloc(l.n + 1, sizeof *who);
+    if (!s || !who) return fail("out of memory");
+    for (unsigned k = 0; k < l.n; k++) {
+      s[k] = &l.rec[k].stats;
+      who[k] = (tm_stats_who_t){ l.rec[k].pid, l.rec[k].command, true };
+    }
+    tm_stats_format_prom(s, who, l.n, write_stdout, NULL);
+    free(s);
+    free(who);
+    free(l.rec);
+    return 0;
+  }
+  if (pid == 0) {
+    fail("status: which process? (usage: tierctl status PID [--json | --prom]; all: tierctl status --prom)");
+    return 2;
+  }
+  tier_live_t r;
+  rd_t rd = read_record(pid, &r);
+  if (rd != RD_OK) return explain_rd(pid, rd);
+  refresh_resident(pid, &r);
+  tm_stats_who_t who = { r.pid, r.command, true };
+  if (fmt == TIER_STATS_TEXT) {
+    double ago = now_s() - (double)r.published_ns / 1e9;
+    printf("process %u (%s): published %.1f s ago (%s)", r.pid, r.command, ago < 0 ? 0 : ago,
+           publisher_name(r.publisher, r.interval_ns));
+    if (r.interval_ns) printf(", every %.0f ms", (double)r.interval_ns / 1e6);
+    else printf("; resident measured now by tierctl");
+    printf("\n");
+  }
+  tm_stats_format(&r.stats, &who, write_stdout, NULL, fmt);
+  return 0;
+}
+
+/* ---- top and record ------------------------------------------------------------ */
+
+/* "100ms", "2s", "1.5s", or a number of ms. 0 on error. */
+static double parse_interval(const char *s)
+{
+  char *end;
+  double v = strtod(s, &end);
+  if (end == s || v <= 0) return 0;
+  if (strcmp(end, "ms") == 0 || *end == '\0') return v / 1000;
+  if (strcmp(end, "s") == 0) return v;
+  return 0;
+}
+
+static volatile sig_atomic_t stop_now;
+static void on_signal(int sig)
+{
+  (void)sig;
+  stop_now = 1;
+}
+
+static int cmd_top(int argc, char **argv)
+{
+  double every = 1;
+  long rounds = -1;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "-i") == 0 && i + 1 < argc && (every = parse_interval(argv[++i])) > 0) continue;
+    if (strcmp(argv[i], "-n") == 0 && i + 1 < argc && (rounds = strtol(argv[++i], NULL, 10)) > 0) continue;
+    fail("top: unexpected '%s' (usage: tierctl top [-i INTERVAL] [-n ROUNDS])", argv[i]);
+    return 2;
+  }
+  bool tty = isatty(STDIN_FILENO) && isatty(STDOUT_FILENO);
+  struct termios old, raw;
+  if (tty && tcgetattr(STDIN_FILENO, &old) == 0) {
+    raw = old;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+  } else {
+    tty = false;
+  }
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  int rc = 0;
+  for (long k = 0; !stop_now && (rounds < 0 || k < rounds); k++) {
+    recs_t l = { 0 };
+    int err = list_records(&l);
+    if (err) {
+      rc = fail("cannot read %s: %s", live_dir(), strerror(err));
+      break;
+    }
+    time_t t = time(NULL);
+    char when[32];
+    strftime(when, sizeof when, "%H:%M:%S", localtime(&t));
+    if (tty) printf("\033[H\033[2J");
+    printf("tierctl top - %s, %u process%s (q quits)\n", when, l.n, l.n == 1 ? "" : "es");
+    ps_header();
+    for (unsigned j = 0; j < l.n; j++) ps_line(&l.rec[j]);
+    free(l.rec);
+    fflush(stdout);
+    if (rounds >= 0 && k + 1 >= rounds) break;
+    struct pollfd p = { .fd = STDIN_FILENO, .events = POLLIN };
+    if (poll(&p, tty ? 1 : 0, (int)(every * 1000)) > 0) {
+      char c;
+      if (read(STDIN_FILENO, &c, 1) == 1 && (c == 'q' || c == 'Q')) break;
+    }
+  }
+  if (tty) tcsetattr(STDIN_FILENO, TCSANOW, &old);
+  return rc;
+}
+
+/* The CSV's columns: time, then for each tier these figures. */
+#define RECORD_TIER_COLUMNS(X)                                                                     \
+  X(resident, s->tier[t].resident)                                                                 \
+  X(committed, s->tier[t].committed)                                                               \
+  X(high, s->tier[t].budget.high)                                                                  \
+  X(max, s->tier[t].budget.max)                                                                    \
+  X(demoted, s->tier[t].reclaim.demoted)                                                           \
+  X(promoted, s->tier[t].reclaim.promoted)                                                         \
+  X(pageout, s->tier[t].reclaim.pageout)
+
+static int cmd_record(int argc, char **argv)
+{
+  pid_t pid = 0;
+  double every = 0.1;
+  const char *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "-i") == 0 && i + 1 < argc && (every = parse_interval(argv[++i])) > 0) continue;
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) {
+      out = argv[++i];
+      continue;
+    }
+    if (pid == 0 && parse_pid(argv[i], &pid)) continue;
+    fail("record: unexpected '%s' (usage: tierctl record PID [-i INTERVAL] [-o FILE.csv])", argv[i]);
+    return 2;
+  }
+  if (pid == 0) {
+    fail("record: which process? (usage: tierctl record PID [-i INTERVAL] [-o FILE.csv])");
+    return 2;
+  }
+  tier_live_t r;
+  rd_t rd = read_record(pid, &r);
+  if (rd != RD_OK) return explain_rd(pid, rd);
+  FILE *f = out ? fopen(out, "we") : stdout;
+  if (!f) return fail("cannot write %s: %s", out, strerror(errno));
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  unsigned ntiers = r.stats.ntiers < TIER_MAX_TIERS ? r.stats.ntiers : TIER_MAX_TIERS;
+  time_t t0 = time(NULL);
+  char when[64];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t0));
+  fprintf(f, "# tierctl record: pid %u (%s), %u tier%s, from %s, every %g s; bytes; unlimited: -1\n", r.pid,
+          r.command, ntiers, ntiers == 1 ? "" : "s", when, every);
+  fprintf(f, "time_s");
+  for (unsigned t = 0; t < ntiers; t++) {
+#define X(name, expr) fprintf(f, ",tier%u_" #name, t);
+    RECORD_TIER_COLUMNS(X)
+#undef X
+  }
+  fprintf(f, "\n");
+  double start = now_s();
+  unsigned rows = 0;
+  while (!stop_now) {
+    refresh_resident(pid, &r);
+    const tier_stats_t *s = &r.stats;
+    fprintf(f, "%.3f", now_s() - start);
+    for (unsigned t = 0; t < ntiers; t++) {
+#define X(name, expr) fprintf(f, ",%lld", (expr) == TIER_UNLIMITED ? -1LL : (long long)(expr));
+      RECORD_TIER_COLUMNS(X)
+#undef X
+    }
+    fprintf(f, "\n");
+    fflush(f);
+    rows++;
+    struct timespec ts = { (time_t)every, (long)((every - (double)(time_t)every) * 1e9) };
+    nanosleep(&ts, NULL);
+    if (read_record(pid, &r) != RD_OK) break;   /* the process ended */
+  }
+  if (out) fclose(f);
+  if (out) fprintf(stderr, "tierctl: %u rows in %s\n", rows, out);
+  return 0;
+}
+
+/* ---- plot ---------------------------------------------------------------------- */
+
+static int cmd_plot(int argc, char **argv)
+{
+  const char *in = NULL, *out = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "-o") == 0 && i + 1 < argc) out = argv[++i];
+    else if (!in) in = argv[i];
+    else {
+      fail("plot: unexpected '%s' (usage: tierctl plot RUN.csv -o RUN.png)", argv[i]);
+      return 2;
+    }
+  }
+  if (!in || !out) {
+    fail("plot: usage: tierctl plot RUN.csv -o RUN.png");
+    return 2;
+  }
+  FILE *f = fopen(in, "re");
+  if (!f) return fail("cannot read %s: %s", in, strerror(errno));
+  char title[512] = "", cols[4096] = "";
+  if (!fgets(title, sizeof title, f) || title[0] != '#' || !fgets(cols, sizeof cols, f) ||
+      strncmp(cols, "time_s,", 7) != 0) {
+    fclose(f);
+    return fail("%s is not a tierctl record (no '# tierctl record' and time_s header)", in);
+  }
+  fclose(f);
+  title[strcspn(title, "\n")] = '\0';
+  unsigned ncol = 1;
+  for (const char *c = cols; *c; c++) ncol += *c == ',';
+  unsigned per = 7, ntiers = (ncol - 1) / per;
+  if (ntiers == 0 || (ncol - 1) % per) return fail("%s: %u columns, not 1 + 7 per tier", in, ncol);
+  char script[PATH_MAX];
+  snprintf(script, sizeof script, "/tmp/tierctl-plot-%d.gp", (int)getpid());
+  FILE *g = fopen(script, "we");
+  if (!g) return fail("cannot write %s: %s", script, strerror(errno));
+  /* Resident bytes per tier (solid), its high and max (dashed, where set),
+   * and a mark at the bottom wherever bytes were demoted, promoted or paged out. */
+  fprintf(g, "set terminal pngcairo size 1000,560 noenhanced\nset output '%s'\n", out);
+  fprintf(g, "set datafile separator ','\nset key outside right\nset grid\n");
+  fprintf(g, "set title \"%s\"\nset xlabel 'seconds'\nset ylabel 'MiB'\n", title + 2);
+  fprintf(g, "lim(v) = v < 0 ? NaN : v / 1048576.0\n");
+  fprintf(g, "array prev[%u]\ndo for [i=1:%u] { prev[i] = NaN }\n", ncol + 1, ncol + 1);
+  fprintf(g, "moved(c, v) = v > prev[c] ? 0 : NaN\n");
+  fprintf(g, "upd(c, v) = (r = moved(c, v), prev[c] = v, r)\n");
+  fprintf(g, "plot ");
+  for (unsigned t = 0; t < ntiers; t++) {
+    unsigned b = 2 + t * per;   /* resident's column, 1-based */
+    fprintf(g, "%s'%s' every ::1 using 1:(lim($%u)) with lines lw 2 lc %u title 'tier %u resident', ", t ? ", " : "",
+            in, b, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(lim($%u)) with lines dt 2 lc %u title 'tier %u high', ", b + 2, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(lim($%u)) with lines dt 3 lc %u title 'tier %u max', ", b + 3, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 9 lc %u title 'tier %u demoted', ", b + 4, b + 4, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 8 lc %u title 'tier %u promoted', ", b + 5, b + 5, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 2 lc %u title 'tier %u paged out'", b + 6, b + 6, t + 1, t);
+  }
+  fprintf(g, "\n");
+  fclose(g);
+  char cmd[PATH_MAX + 64];
+  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>&1", script);
+  FILE *p = popen(cmd, "r");
+  if (!p) {
+    unlink(script);
+    return fail("cannot run gnuplot: %s", strerror(errno));
+  }
+  char line[512];
+  bool said = false;
+  while (fgets(line, sizeof line, p)) {
+    if (!said) fprintf(stderr, "tierctl: gnuplot: %s", line);
+    said = true;
+  }
+  int st = pclose(p);
+  unlink(script);
+  if (st != 0) return fail("gnuplot failed (exit %d); is it installed (Debian: gnuplot-nox)?", WEXITSTATUS(st));
+  return 0;
+}
+
+/* ---- explain ------------------------------------------------------------------- */
+
+static void warn_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void warn_line(const char *fmt, ...)
+{
+  va_list ap;
+  va_start(ap, fmt);
+  printf("  warning: ");
+  vprintf(fmt, ap);
+  printf("\n");
+  va_end(ap);
+}
+
+static long read_long(const char *path, long def)
+{
+  FILE *f = fopen(path, "re");
+  if (!f) return def;
+  long v = def;
+  if (fscanf(f, "%ld", &v) != 1) v = def;
+  fclose(f);
+  return v;
+}
+
+static bool swap_on(void)
+{
+  FILE *f = fopen("/proc/swaps", "re");
+  if (!f) return false;
+  char line[512];
+  int n = 0;
+  while (fgets(line, sizeof line, f)) n++;
+  fclose(f);
+  return n > 1;
+}
+
+static int cmd_explain(int argc, char **argv)
+{
+  pid_t pid = 0;
+  if (argc > 1 || (argc == 1 && !parse_pid(argv[0], &pid))) {
+    fail("explain: usage: tierctl explain [PID]");
+    return 2;
+  }
+  tier_live_t r;
+  if (pid) {
+    rd_t rd = read_record(pid, &r);
+    if (rd != RD_OK) return explain_rd(pid, rd);
+  }
+  tm_options_init();
+  tm_topology_t topo;
+  tm_topology_discover(&topo, "", NULL);
+  char nodes[256];
+  printf("topology: %d tier%s (%s)\n", topo.ntiers, topo.ntiers == 1 ? "" : "s",
+         tm_topology_source_name(topo.source));
+  for (int t = 0; t < topo.ntiers; t++) {
+    tm_nodelist_format(&topo.tier[t].nodes, nodes, sizeof nodes);
+    char cap[32];
+    printf("  tier %d: nodes %s, %s", t, nodes, human(topo.tier[t].capacity, cap, sizeof cap));
+    if (topo.tier[t].kernel_tier >= 0) printf(", the kernel's memory_tier%d", topo.tier[t].kernel_tier);
+    printf("\n");
+  }
+  if (pid) {
+    printf("budgets of process %u (%s), cgroup %s, as it published them:\n", r.pid, r.command,
+           r.stats.cgroup[0] ? r.stats.cgroup : "(none)");
+    for (unsigned t = 0; t < r.stats.ntiers && t < TIER_MAX_TIERS; t++) {
+      const tier_stats_tier_t *ti = &r.stats.tier[t];
+      char a[32], b[32], c[32], d[32];
+      printf("  tier %u: min %s, low %s, high %s, max %s (from %s)\n", t, human(ti->budget.min, a, sizeof a),
+             human(ti->budget.low, b, sizeof b), human(ti->budget.high, c, sizeof c),
+             human(ti->budget.max, d, sizeof d), tm_stats_budget_source_name(ti->budget.source));
+    }
+  } else {
+    tm_cgroup_limits_t cg;
+    tm_cgroup_read("", &cg);
+    tm_budgets_t b;
+    tm_budget_derive(&topo, &cg, &b);
+    printf("budgets a process started here gets (%s %s, this environment's TIERMALLOC_*):\n",
+           tm_cgroup_version_name(cg.version), cg.path[0] ? cg.path : "");
+    for (int t = 0; t < topo.ntiers; t++) {
+      for (unsigned l = 0; l < TM_LIMIT_COUNT; l++) {
+        char line[512];
+        printf("  tier %d: %s\n", t, tm_budget_explain(&b, (unsigned)t, l, line, sizeof line));
+      }
+    }
+    bool limited = false;
+    for (unsigned l = 0; l < TM_LIMIT_COUNT; l++) limited |= cg.limit[l] != TM_CGROUP_UNLIMITED && cg.limit[l] != 0;
+    if (!limited) warn_line("the cgroup sets no memory limit: no budget comes from it (set memory.high or memory.max, "
+                            "or TIERMALLOC_TOPTIER_*)");
+  }
+  printf("checks:\n");
+  int warned = 0;
+  if (topo.ntiers == 1 && topo.source != TM_TOPO_SINGLE) {
+    warn_line("one tier only: every node is in the same kernel memory tier, so there is nothing to place "
+              "(TIERMALLOC_TIERS names tiers by hand)");
+    warned++;
+  }
+  if (topo.source == TM_TOPO_CPU_FALLBACK) {
+    warn_line("the kernel puts all nodes in one memory tier; tiermalloc guessed: CPU nodes on top, CPU-less nodes below");
+    warned++;
+  }
+  long nb = read_long("/proc/sys/kernel/numa_balancing", 0);
+  if (nb & 2) {
+    warn_line("numa_balancing=%ld promotes pages to the top tier behind tiermalloc's back (its budget then "
+              "demotes them again); set it to 0 or 1", nb);
+    warned++;
+  }
+  if (!swap_on()) {
+    warn_line("no swap: the lowest tier's high and max cannot be held by pageout (the stats say \"max not held\")");
+    warned++;
+  }
+  if (!warned) printf("  none\n");
+  return 0;
+}
+
+/* ---- run ----------------------------------------------------------------------- */
+
+/* libtiermalloc.so next to tierctl (the build tree), or in ../lib (installed). */
+static int find_lib(char *buf, size_t size)
+{
+  const char *env = getenv("TIERCTL_LIB");
+  if (env && env[0]) {
+    snprintf(buf, size, "%s", env);
+    return access(buf, R_OK) == 0 ? 0 : ENOENT;
+  }
+  char self[PATH_MAX - 32];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return ENOENT;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash) *slash = '\0';
+  snprintf(buf, size, "%s/libtiermalloc.so", self);
+  if (access(buf, R_OK) == 0) return 0;
+  snprintf(buf, size, "%s/../lib/libtiermalloc.so", self);
+  return access(buf, R_OK) == 0 ? 0 : ENOENT;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+  int i = 0;
+  for (; i < argc && strcmp(argv[i], "--") != 0; i++) {
+    const char *opt = argv[i];
+    tm_option_id_t id;
+    if (strcmp(opt, "--stats") == 0) {
+      setenv("TIERMALLOC_STATS", "text", 1);
+      continue;
+    } else if (strcmp(opt, "--toptier-max") == 0) {
+      id = TM_OPTION_TOPTIER_MAX;
+    } else if (strcmp(opt, "--toptier-high") == 0) {
+      id = TM_OPTION_TOPTIER_HIGH;
+    } else {
+      fail("run: unknown option '%s' (usage: tierctl run [--toptier-max SIZE] [--toptier-high SIZE] [--stats] -- CMD...)", opt);
+      return 2;
+    }
+    tm_option_value_t v;
+    if (i + 1 >= argc || tm_option_parse(id, argv[i + 1], &v) != 0) {
+      fail("run: %s needs a size (bytes with K/M/G/T, or N%% of the top tier), not '%s'", opt,
+           i + 1 < argc ? argv[i + 1] : "");
+      return 2;
+    }
+    setenv(id == TM_OPTION_TOPTIER_MAX ? "TIERMALLOC_TOPTIER_MAX" : "TIERMALLOC_TOPTIER_HIGH", argv[++i], 1);
+  }
+  if (i >= argc - 1) {
+    fail("run: no command (usage: tierctl run [--toptier-max SIZE] [--toptier-high SIZE] [--stats] -- CMD...)");
+    return 2;
+  }
+  char lib[PATH_MAX];
+  if (find_lib(lib, sizeof lib) != 0)
+    return fail("cannot find libtiermalloc.so next to tierctl or in ../lib (TIERCTL_LIB names it)");
+  const char *pre = getenv("LD_PRELOAD");
+  char preload[2 * PATH_MAX];
+  snprintf(preload, sizeof preload, "%s%s%s", lib, pre && pre[0] ? ":" : "", pre ? pre : "");
+  setenv("LD_PRELOAD", preload, 1);
+  execvp(argv[i + 1], argv + i + 1);
+  return fail("cannot run %s: %s", argv[i + 1], strerror(errno));
+}
+
+/* ---- main ---------------------------------------------------------------------- */
+
+static const char usage[] =
+  "usage: tierctl COMMAND [ARGS]\n"
+  "  ps                          the processes running tiermalloc, one line each\n"
+  "  status PID [--json|--prom]  one process in full (text, JSON, Prometheus)\n"
+  "  status --prom               every process, in the Prometheus text format\n"
+  "  top [-i 1s] [-n ROUNDS]     ps, refreshed; q quits\n"
+  "  record PID [-i 100ms] [-o run.csv]\n"
+  "                              a timeline, until the process ends or Ctrl-C\n"
+  "  plot run.csv -o run.png     resident bytes per tier against high and max, with moves marked\n"
+  "  explain [PID]               topology, kernel tiers, budgets and why; known misconfigurations\n"
+  "  run [--toptier-max SIZE] [--toptier-high SIZE] [--stats] -- CMD...\n"
+  "                              runs CMD under tiermalloc with those limits\n"
+  "Records are read from $TIERMALLOC_LIVE_DIR (default /dev/shm). See tierctl(1).\n";
+
+int main(int argc, char **argv)
+{
+  if (argc < 2) {
+    fputs(usage, stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    fputs(usage, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "ps") == 0 && argc == 2) return cmd_ps();
+  if (strcmp(cmd, "status") == 0) return cmd_status(argc - 2, argv + 2);
+  if (strcmp(cmd, "top") == 0) return cmd_top(argc - 2, argv + 2);
+  if (strcmp(cmd, "record") == 0) return cmd_record(argc - 2, argv + 2);
+  if (strcmp(cmd, "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+  if (strcmp(cmd, "explain") == 0) return cmd_explain(argc - 2, argv + 2);
+  if (strcmp(cmd, "run") == 0) return cmd_run(argc - 2, argv + 2);
+  fprintf(stderr, "tierctl: unknown command '%s'\n%s", cmd, usage);
+  return 2;
+}
