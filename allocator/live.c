@@ -91,7 +91,12 @@ static bool live_ready_locked(uint32_t *publisher)
   int err = live_create_locked();
   if (err != 0) {
     live_wanted = false;
-    if (err != EPERM)
+    /* Secure execution makes none; without the default directory (or leave
+     * to write there) a process just has none, as a missing cgroup file is
+     * silent; a directory the user named is said. */
+    bool quiet = err == EPERM || (!tm_option(TM_OPTION_LIVE_DIR)->set &&
+                                  (err == ENOENT || err == EACCES || err == EROFS));
+    if (!quiet)
       tm_warn("cannot publish live stats in %s (%s); tierctl will not see this process",
               live_path, tm_outfile_strerror(err));
     return false;
@@ -213,6 +218,8 @@ static void live_postfork_child(void)
   pthread_mutex_init(&live_mu, NULL);
   if (live_rec != NULL) munmap(live_rec, live_size);
   live_rec = NULL;
-  atomic_store_explicit(&live_next_ns, 0, memory_order_relaxed);
+  /* Not at once: a child that execs within the interval (a shell's) leaves
+   * no record behind; exec runs no exit handler. */
+  atomic_store_explicit(&live_next_ns, live_clock(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
   live_measured_ns = 0;
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 typedef struct statsbuf_s {
-  char s[16384];
+  char s[65536];
   size_t n;
 } statsbuf_t;
 

@@ -262,7 +262,7 @@ static void ps_line(const tier_live_t *r)
   const tier_stats_t *s = &r->stats;
   uint64_t lower = 0;
   for (unsigned t = 1; t < s->ntiers && t < TIER_MAX_TIERS; t++) lower += s->tier[t].resident;
-  char a[32], b[32], c[32], d[32], age[32];
+  char a[32], b[32], c[32], d[32], age[64];
   double ago = now_s() - (double)r->published_ns / 1e9;
   snprintf(age, sizeof age, "%.1fs ago, %s", ago < 0 ? 0 : ago, publisher_name(r->publisher, r->interval_ns));
   printf("%-7u %-15.15s %12s %12s %12s %12s  %-12s %s\n", r->pid, r->command, human(s->tier[0].resident, a, sizeof a),

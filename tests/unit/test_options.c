@@ -363,7 +363,7 @@ Test(options, init_from_every_message, .init = cr_redirect_stderr)
            "tiermalloc: TIERMALLOC_DIRTY_DECAY_MS='99999999999999999999' is too large; "
            "using default (%s)\n"
            "tiermalloc: TIERMALLOC_BACKGROUND_THREAD='maybe' is not one of auto|on|off; using default (%s)\n"
-           "tiermalloc: TIERMALLOC_STATS='yaml' is not one of none|text|json; using default (%s)\n"
+           "tiermalloc: TIERMALLOC_STATS='yaml' is not one of none|text|json|prom; using default (%s)\n"
            "tiermalloc: TIERMALLOC_STATS_FILE='"
            "ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff..."
            "' is longer than 255 bytes; using default (%s)\n",
@@ -551,7 +551,7 @@ Test(options, secure_execution_is_quiet_without_dropped_options, .init = cr_redi
   cr_assert_not(tm_options_secure());
   cr_assert_stderr_eq_str("tiermalloc: secure execution (setuid, setgid or capabilities): ignoring "
                           "TIERMALLOC_STATS\n"
-                          "tiermalloc: TIERMALLOC_STATS='bogus' is not one of none|text|json; "
+                          "tiermalloc: TIERMALLOC_STATS='bogus' is not one of none|text|json|prom; "
                           "using default (none)\n");
 }
 

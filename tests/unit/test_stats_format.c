@@ -123,3 +123,72 @@ Test(stats_format, sites_apart_are_named_by_their_frames_in_both_forms)
             "%s", b.s);
   cr_expect(strstr(b.s, "\"sites\":[{\"frames\":[\"") != NULL, "%s", b.s);
 }
+
+/* The Prometheus form: names with their unit, HELP and TYPE once per family,
+ * counters for the sums since start-up, +Inf for no limit, labels escaped. */
+Test(stats_format, prometheus_families_for_two_processes)
+{
+  tier_stats_t a = fmt_sample(), b2 = fmt_sample();
+  b2.tier[0].resident = 1;
+  const tier_stats_t *s[] = { &a, &b2 };
+  tm_stats_who_t who[] = { { 10, "app", true }, { 11, "x\"y", true } };
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format_prom(s, who, 2, statsbuf_write, &b);
+  cr_expect(strstr(b.s, "# HELP tiermalloc_tier_resident_bytes bytes of the process's tiered ranges") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_tier_resident_bytes gauge\n"
+                        "tiermalloc_tier_resident_bytes{pid=\"10\",command=\"app\",tier=\"0\",nodes=\"0\"} 5242880\n"
+                        "tiermalloc_tier_resident_bytes{pid=\"10\",command=\"app\",tier=\"1\",nodes=\"1-2\"} 0\n"
+                        "tiermalloc_tier_resident_bytes{pid=\"11\",command=\"x\\\"y\",tier=\"0\",nodes=\"0\"} 1\n") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_tier_demoted_bytes_total counter\n"
+                        "tiermalloc_tier_demoted_bytes_total{pid=\"10\",command=\"app\",tier=\"0\",nodes=\"0\"} 4194304\n") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, "tiermalloc_tier_pageout_bytes_total{pid=\"10\",command=\"app\",tier=\"1\",nodes=\"1-2\"} 2097152\n") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, "tiermalloc_tier_budget_bytes{pid=\"10\",command=\"app\",tier=\"0\",nodes=\"0\",limit=\"high\","
+                        "source=\"cgroup v2\"} 67108864\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "tiermalloc_tier_budget_bytes{pid=\"10\",command=\"app\",tier=\"1\",nodes=\"1-2\",limit=\"max\","
+                        "source=\"none\"} +Inf\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_reclaim_cpu_seconds_total counter\n"
+                        "tiermalloc_reclaim_cpu_seconds_total{pid=\"10\",command=\"app\"} 0.002500000\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_reclaim_passes_total counter\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_resident_sample_seconds gauge\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_sites_apart gauge\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "tiermalloc_reclaim_state{pid=\"11\",command=\"x\\\"y\",state=\"demoting\"} 1\n") != NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "tiermalloc_info{pid=\"10\",command=\"app\",cgroup=\"/app/\\\"w\\\"\",reclaim_mode=\"pressure\","
+                        "cold_signal=\"commit age\",stats_version=\"6\"} 1\n") != NULL, "%s", b.s);
+  /* Each family's HELP and TYPE once, every line a comment or a sample. */
+  unsigned helps = 0, types = 0;
+  for (const char *l = b.s; *l; l = strchr(l, '\n') + 1) {
+    if (strncmp(l, "# HELP ", 7) == 0) helps++;
+    else if (strncmp(l, "# TYPE ", 7) == 0) types++;
+    else cr_expect(strncmp(l, "tiermalloc_", 11) == 0, "line %.80s", l);
+    if (!strchr(l, '\n')) break;
+  }
+  unsigned families = 2 + 2 /* budget, max_held */;
+#define X(name, unit, doc) families++;
+  TIER_STATS_GLOBAL_FIELDS(X)
+  TIER_STATS_SITE_FIELDS(X)
+  TIER_STATS_TIER_FIELDS(X)
+  TIER_STATS_RECLAIM_FIELDS(X)
+#undef X
+  cr_expect_eq(helps, families);
+  cr_expect_eq(types, families);
+}
+
+/* A record read from another process prints its frames as addresses, and
+ * JSON names the process. */
+Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addresses)
+{
+  tier_stats_t s = fmt_sample();
+  s.sites_apart = 1;
+  s.site[0] = (tier_stats_site_t){ .frames = { (uint64_t)(uintptr_t)getpid + 4 } };
+  tm_stats_who_t who = { 42, "db", true };
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_JSON);
+  const char *head = "{\"version\":6,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
+  cr_expect(strncmp(b.s, head, strlen(head)) == 0, "%s", b.s);
+  cr_expect(strstr(b.s, "getpid") == NULL, "%s", b.s);
+  cr_expect(strstr(b.s, "\"frames\":[\"0x") != NULL, "%s", b.s);
+}
