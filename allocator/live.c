@@ -1,12 +1,16 @@
 #include "live.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,6 +41,43 @@ static uint64_t live_clock(clockid_t id)
   struct timespec ts;
   clock_gettime(id, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Removes this user's records whose process is gone. A process killed, or
+ * ending with _exit (a fork child's usual end), runs no exit handler, and
+ * tierctl may never look: each new record sweeps the directory once, so they
+ * cannot pile up. (One that exec'd another program is tierctl's to find:
+ * its pid lives on.) getdents64 on a stack buffer: no allocation. */
+static void live_sweep(const char *dir)
+{
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  char buf[4096];
+  const size_t plen = sizeof TIER_LIVE_PREFIX - 1;
+  for (;;) {
+    long n = syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n <= 0) break;
+    for (long off = 0; off < n;) {
+      struct linux_dirent64 {
+        uint64_t ino;
+        int64_t off;
+        unsigned short reclen;
+        unsigned char type;
+        char name[];
+      } *d = (void *)(buf + off);
+      off += d->reclen;
+      if (strncmp(d->name, TIER_LIVE_PREFIX, plen) != 0) continue;
+      uint64_t pid = 0;
+      const char *c = d->name + plen;
+      for (; *c >= '0' && *c <= '9' && pid < INT32_MAX; c++) pid = pid * 10 + (uint64_t)(*c - '0');
+      if (*c != '\0' || pid == 0 || pid >= INT32_MAX) continue;
+      struct stat st;
+      if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+      if (fstatat(fd, d->name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;
+      unlinkat(fd, d->name, 0);
+    }
+  }
+  close(fd);
 }
 
 /* Under live_mu. 0, or a positive errno (nothing made). */
@@ -71,6 +112,7 @@ static int live_create_locked(void)
   }
   /* Last: a reader takes a file without the magic for one still being made. */
   atomic_store_explicit((_Atomic uint64_t *)&r->magic, TIER_LIVE_MAGIC, memory_order_release);
+  live_sweep(tm_option(TM_OPTION_LIVE_DIR)->str);
   return 0;
 }
 

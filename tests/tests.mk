@@ -38,7 +38,7 @@ test-layers:
 test-unit: $(B)/tests/unit
 	$(B)/tests/unit --jobs 2
 
-test-lib: $(B)/tests/lib $(PROGS)
+test-lib: $(B)/tests/lib $(PROGS) $(B)/tierctl
 	$(B)/tests/lib --jobs 2
 
 # make test: everything, in order; a failure anywhere fails it.

@@ -30,7 +30,6 @@
 #include "cgroup.h"
 #include "liverec.h"
 #include "options.h"
-#include "resident.h"
 #include "statsfmt.h"
 #include "tiermalloc.h"
 #include "topology.h"
@@ -157,35 +156,6 @@ static int explain_rd(pid_t pid, rd_t r)
   return fail("process %d does not run tiermalloc", (int)pid);
 }
 
-/* A record no thread refreshes (interval 0) has the resident bytes of its
- * last publication: measure them now from /proc/pid/numa_maps, as the
- * process itself would. */
-static void refresh_resident(pid_t pid, tier_live_t *r)
-{
-  if (r->interval_ns != 0 || r->range_end <= r->range_base) return;
-  tm_topology_t topo;
-  memset(&topo, 0, sizeof topo);
-  memset(topo.node_tier, -1, sizeof topo.node_tier);
-  topo.ntiers = (int)(r->stats.ntiers < TIER_MAX_TIERS ? r->stats.ntiers : TIER_MAX_TIERS);
-  for (int t = 0; t < topo.ntiers; t++) {
-    memcpy(topo.tier[t].nodes.w, r->stats.tier[t].nodes, sizeof topo.tier[t].nodes.w);
-    for (int n = 0; n < TIER_MAX_NODES; n++)
-      if (tm_nodemask_test(&topo.tier[t].nodes, n)) topo.node_tier[n] = (int8_t)t;
-  }
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
-  tm_resident_t res;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  if (tm_resident_measure(path, &topo, (uintptr_t)r->range_base, (uintptr_t)r->range_end, &res) != 0) return;
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  for (int t = 0; t < topo.ntiers; t++) r->stats.tier[t].resident = res.tier[t];
-  r->stats.resident_other = res.other;
-  r->stats.resident_sample_ns =
-      (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(t1.tv_nsec - t0.tv_nsec);
-  r->resident_ns = (uint64_t)(now_s() * 1e9);
-}
-
 /* Every readable, live record, pids ascending. Stale ones are removed. */
 typedef struct {
   tier_live_t *rec;
@@ -215,9 +185,7 @@ static int list_records(recs_t *out)
       if (!grown) break;
       out->rec = grown;
     }
-    if (read_record((pid_t)pid, &out->rec[out->n]) != RD_OK) continue;
-    refresh_resident((pid_t)pid, &out->rec[out->n]);
-    out->n++;
+    if (read_record((pid_t)pid, &out->rec[out->n]) == RD_OK) out->n++;
   }
   closedir(d);
   qsort(out->rec, out->n, sizeof *out->rec, pid_cmp);
@@ -328,14 +296,15 @@ static int cmd_status(int argc, char **argv)
   tier_live_t r;
   rd_t rd = read_record(pid, &r);
   if (rd != RD_OK) return explain_rd(pid, rd);
-  refresh_resident(pid, &r);
   tm_stats_who_t who = { r.pid, r.command, true };
   if (fmt == TIER_STATS_TEXT) {
     double ago = now_s() - (double)r.published_ns / 1e9;
     printf("process %u (%s): published %.1f s ago (%s)", r.pid, r.command, ago < 0 ? 0 : ago,
            publisher_name(r.publisher, r.interval_ns));
     if (r.interval_ns) printf(", every %.0f ms", (double)r.interval_ns / 1e6);
-    else printf("; resident measured now by tierctl");
+    else printf("; no reclaim thread publishes in it: the figures are as of then");
+    double rago = now_s() - (double)r.resident_ns / 1e9;
+    if (rago > ago + 0.05) printf("; resident measured %.1f s ago", rago);
     printf("\n");
   }
   tm_stats_format(&r.stats, &who, write_stdout, NULL, fmt);
@@ -465,7 +434,6 @@ static int cmd_record(int argc, char **argv)
   double start = now_s();
   unsigned rows = 0;
   while (!stop_now) {
-    refresh_resident(pid, &r);
     const tier_stats_t *s = &r.stats;
     fprintf(f, "%.3f", now_s() - start);
     for (unsigned t = 0; t < ntiers; t++) {

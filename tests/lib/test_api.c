@@ -3,11 +3,14 @@
  * the two-tier placement is asserted for real in tests/vm. */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,14 +154,54 @@ Test(api, stats_print_text_and_json)
   statsbuf_t b = { .n = 0 };
   cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_JSON), 0);
   cr_expect(b.s[0] == '{' && strcmp(b.s + b.n - 2, "}\n") == 0, "%s", b.s);
-#define X(name, unit, doc) cr_expect(strstr(b.s, "\"" #name "\":") != NULL, "json lacks " #name);
+  /* A byte figure's key carries its unit. */
+#define X(name, unit, doc)                                                                         \
+  cr_expect(strstr(b.s, strcmp(#unit, "bytes") ? "\"" #name "\":" : "\"" #name "_bytes\":") != NULL,    \
+            "json lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
+  TIER_STATS_RECLAIM_FIELDS(X)
+  TIER_STATS_SITE_FIELDS(X)
+#undef X
+#define X(name, unit, doc) cr_expect(strstr(b.s, "\"" #name "\":") != NULL, "json lacks budget " #name);
   TIER_STATS_BUDGET_FIELDS(X)
 #undef X
+  char pid[32];
+  snprintf(pid, sizeof pid, "\"pid\":%d,", (int)getpid());
+  cr_expect(strstr(b.s, pid) != NULL, "%s", b.s);
   b.n = 0;
   cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_TEXT), 0);
   cr_expect(strncmp(b.s, "tiermalloc: ", 12) == 0, "%s", b.s);
+  b.n = 0;
+  cr_assert_eq(tier_stats_print(statsbuf_write, &b, TIER_STATS_PROM), 0);
+  snprintf(pid, sizeof pid, "{pid=\"%d\",", (int)getpid());
+  cr_expect(strstr(b.s, "# TYPE tiermalloc_tier_resident_bytes gauge\ntiermalloc_tier_resident_bytes") != NULL,
+            "%s", b.s);
+  cr_expect(strstr(b.s, pid) != NULL, "%s", b.s);
+  cr_expect_eq(tier_stats_print(statsbuf_write, &b, (tier_stats_format_t)3), EINVAL);
+}
+
+/* tier_stats_publish writes the process's live record now: the record is
+ * this process's, mode 0600, and says who published. */
+Test(api, stats_publish_writes_the_live_record)
+{
+  cr_assert_eq(tier_stats_publish(), 0);
+  char path[64];
+  snprintf(path, sizeof path, "/dev/shm/tiermalloc.%d", (int)getpid());
+  struct stat st;
+  if (stat("/dev/shm", &st) != 0) cr_skip_test("no /dev/shm here: the record has nowhere to go");
+  cr_assert_eq(stat(path, &st), 0, "no %s", path);
+  cr_expect_eq(st.st_mode & 0777, 0600);
+  int fd = open(path, O_RDONLY);
+  cr_assert_geq(fd, 0);
+  static tier_live_t r;
+  cr_assert_eq(pread(fd, &r, sizeof r, 0), (ssize_t)sizeof r);
+  close(fd);
+  cr_expect_eq(r.magic, TIER_LIVE_MAGIC);
+  cr_expect_eq(r.pid, (uint32_t)getpid());
+  cr_expect_eq(r.publisher, TIER_LIVE_DEMAND);
+  cr_expect_eq(r.seq % 2, 0);
+  cr_expect_eq(r.stats.version, TIER_STATS_VERSION);
 }
 
 /* Hints and pins keep the error convention: an int errno, errno untouched.

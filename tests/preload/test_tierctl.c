@@ -1,0 +1,365 @@
+/* tierctl against real processes running tiermalloc (preloaded), through
+ * their live records in a directory of the test's own: what it reports
+ * agrees with the kernel, each error is one line and a non-zero exit, and a
+ * record lives exactly as long as its process. Here there is one node (one
+ * tier); tier figures across a budget change are checked in the VM
+ * (tests/vm/test_live.c). */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spawn.h"
+
+#define TC_LIB "build/libtiermalloc.so"
+#define TC_TIERCTL "build/tierctl"
+
+static char tc_dir[64];
+static char tc_dir_env[128];
+
+static void tc_setup(void)
+{
+  snprintf(tc_dir, sizeof tc_dir, "/tmp/tierctl-test.XXXXXX");
+  cr_assert_not_null(mkdtemp(tc_dir));
+  snprintf(tc_dir_env, sizeof tc_dir_env, "TIERMALLOC_LIVE_DIR=%s", tc_dir);
+}
+
+static void tc_teardown(void)
+{
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tc_dir);
+  if (system(cmd) != 0) cr_log_warn("could not remove %s", tc_dir);
+}
+
+static void tc_sleep_ms(long ms)
+{
+  struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+  nanosleep(&ts, NULL);
+}
+
+/* Starts live_hold (MIB, SECONDS, mode) preloaded, publishing into tc_dir;
+ * returns its pid once it has written its ready file. */
+static pid_t tc_start(long mib, int secs, const char *mode, const char *extra_env)
+{
+  char lib[PATH_MAX], prog[PATH_MAX], ready[128], mibs[16], secs_s[16];
+  cr_assert_not_null(realpath(TC_LIB, lib), "make builds %s", TC_LIB);
+  cr_assert_not_null(realpath("build/tests/progs/live_hold", prog));
+  snprintf(ready, sizeof ready, "%s/ready", tc_dir);
+  snprintf(mibs, sizeof mibs, "%ld", mib);
+  snprintf(secs_s, sizeof secs_s, "%d", secs);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    setenv("LD_PRELOAD", lib, 1);
+    setenv("TIERMALLOC_LIVE_DIR", tc_dir, 1);
+    if (extra_env) putenv((char *)extra_env);
+    execl(prog, prog, mibs, secs_s, ready, mode, (char *)NULL);
+    _exit(127);
+  }
+  for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++) tc_sleep_ms(10);
+  cr_assert_eq(access(ready, F_OK), 0, "live_hold never got ready");
+  return pid;
+}
+
+static void tc_stop(pid_t pid)
+{
+  kill(pid, SIGTERM);
+  waitpid(pid, NULL, 0);
+}
+
+/* Runs tierctl with args (NULL-terminated) and the test's directory. */
+static spawn_result_t tc_tierctl(const char *const *args)
+{
+  char path[PATH_MAX];
+  cr_assert_not_null(realpath(TC_TIERCTL, path), "make builds %s", TC_TIERCTL);
+  char *argv[16] = { path };
+  int n = 1;
+  for (; args[n - 1] && n < 15; n++) argv[n] = (char *)args[n - 1];
+  argv[n] = NULL;
+  char *env[] = { tc_dir_env, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 60);
+  cr_assert_eq(r.err, 0);
+  cr_assert(!r.timed_out, "tierctl timed out");
+  return r;
+}
+
+static int tc_exit(const spawn_result_t *r)
+{
+  return WIFEXITED(r->status) ? WEXITSTATUS(r->status) : -1;
+}
+
+/* One line on stderr, "tierctl: ..." containing want, nothing on stdout,
+ * exit status 1. */
+static void tc_expect_error(const spawn_result_t *r, const char *want)
+{
+  cr_expect_eq(tc_exit(r), 1, "exit status; stderr: %s", r->errout);
+  cr_expect(strncmp(r->errout, "tierctl: ", 9) == 0 && strchr(r->errout, '\n') == r->errout + r->err_len - 1,
+            "one line: \"%s\"", r->errout);
+  cr_expect(strstr(r->errout, want) != NULL, "\"%s\" lacks \"%s\"", r->errout, want);
+  cr_expect_eq(r->out_len, 0, "stdout: %s", r->out);
+}
+
+static long long tc_json_num(const char *json, const char *key)
+{
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":", key);
+  const char *p = strstr(json, pat);
+  return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* Bytes the kernel says are on node 0 in the process's anonymous mappings. */
+static long long tc_numa_maps_anon(pid_t pid)
+{
+  char path[64], line[8192];
+  snprintf(path, sizeof path, "/proc/%d/numa_maps", (int)pid);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  long long bytes = 0;
+  while (fgets(line, sizeof line, f)) {
+    if (!strstr(line, " anon=")) continue;
+    const char *n0 = strstr(line, " N0="), *kp = strstr(line, " kernelpagesize_kB=");
+    if (n0 && kp) bytes += atoll(n0 + 4) * atoll(kp + 19) * 1024;
+  }
+  fclose(f);
+  return bytes;
+}
+
+TestSuite(tierctl, .init = tc_setup, .fini = tc_teardown, .timeout = 120);
+
+Test(tierctl, status_agrees_with_numa_maps_within_5_percent)
+{
+  /* A finite max starts the reclaim thread (nothing crosses it here), which
+   * publishes every 100 ms. */
+  pid_t pid = tc_start(96, 30, "", "TIERMALLOC_TOPTIER_MAX=16G");
+  char pids[16];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  tc_sleep_ms(400);
+  spawn_result_t r = tc_tierctl((const char *[]){ "status", pids, "--json", NULL });
+  long long kernel = tc_numa_maps_anon(pid);
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  long long resident = tc_json_num(r.out, "resident_bytes");
+  cr_expect(resident > 90ll << 20, "resident %lld for 96 MiB written: %s", resident, r.out);
+  cr_expect(llabs(resident - kernel) <= kernel / 20, "tierctl %lld against numa_maps %lld", resident, kernel);
+  cr_expect_eq(tc_json_num(r.out, "pid"), pid);
+  cr_expect(strstr(r.out, "\"command\":\"live_hold\"") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\"tiers\":[{\"tier\":0,\"nodes\":\"0\",") != NULL, "%s", r.out);
+  cr_expect(tc_json_num(r.out, "allocated_bytes") >= 96ll << 20, "allocated: %s", r.out);
+  cr_expect(tc_json_num(r.out, "reclaim_passes") > 0, "%s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}
+
+Test(tierctl, ps_and_prometheus_name_the_process)
+{
+  pid_t pid = tc_start(8, 30, "publish", NULL);
+  char pids[16], label[64];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  spawn_result_t r = tc_tierctl((const char *[]){ "ps", NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strncmp(r.out, "PID ", 4) == 0, "%s", r.out);
+  char want[64];
+  snprintf(want, sizeof want, "\n%-7d live_hold ", (int)pid);
+  cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "status", "--prom", NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  snprintf(label, sizeof label, "{pid=\"%d\",command=\"live_hold\",tier=\"0\",nodes=\"0\"} ", (int)pid);
+  char metric[128];
+  snprintf(metric, sizeof metric, "\ntiermalloc_tier_resident_bytes%s", label);
+  cr_expect(strstr(r.out, metric) != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "# TYPE tiermalloc_tier_resident_bytes gauge\n") != NULL);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "status", pids, NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "(api call)") != NULL, "who published: %s", r.out);
+  cr_expect(strstr(r.out, "\ntiermalloc: 1 tier\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "top", "-n", "1", NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "tierctl top - ") == r.out, "%s", r.out);
+  cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}
+
+/* The record: 0600, the process's own, gone when it exits; a fork child
+ * publishes its own and leaves its parent's alone. */
+Test(tierctl, a_record_lives_as_long_as_its_process)
+{
+  pid_t pid = tc_start(4, 2, "fork", NULL);
+  char rec[128], child_file[128], buf[32] = "";
+  snprintf(rec, sizeof rec, "%s/tiermalloc.%d", tc_dir, (int)pid);
+  struct stat st;
+  cr_assert_eq(stat(rec, &st), 0, "no record %s", rec);
+  cr_expect_eq(st.st_mode & 0777, 0600, "mode %o", st.st_mode & 0777);
+  cr_expect_eq(st.st_uid, geteuid());
+  snprintf(child_file, sizeof child_file, "%s/ready.child", tc_dir);
+  for (int i = 0; i < 500 && access(child_file, F_OK) != 0; i++) tc_sleep_ms(10);
+  FILE *f = fopen(child_file, "r");
+  cr_assert_not_null(f, "the child never got ready");
+  cr_assert_not_null(fgets(buf, sizeof buf, f));
+  fclose(f);
+  char crec[128];
+  snprintf(crec, sizeof crec, "%s/tiermalloc.%d", tc_dir, atoi(buf));
+  cr_expect_eq(access(crec, F_OK), 0, "the child's record %s", crec);
+  spawn_result_t r = tc_tierctl((const char *[]){ "status", buf[0] ? strtok(buf, "\n") : "0", "--json", NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(tc_json_num(r.out, "allocated_bytes") >= 16ll << 20, "the child's own figures: %s", r.out);
+  spawn_free(&r);
+  int status;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  cr_expect_eq(access(rec, F_OK), -1, "the record outlived its process");
+  cr_expect_eq(access(crec, F_OK), -1, "the child's record outlived it");
+}
+
+Test(tierctl, each_error_is_one_line_and_a_nonzero_exit)
+{
+  /* No such process. */
+  spawn_result_t r = tc_tierctl((const char *[]){ "status", "2147483600", NULL });
+  tc_expect_error(&r, "no process 2147483600");
+  spawn_free(&r);
+  /* A process without tiermalloc. */
+  pid_t plain = fork();
+  if (plain == 0) {
+    execl("/bin/sleep", "sleep", "30", (char *)NULL);
+    _exit(127);
+  }
+  char pids[16];
+  snprintf(pids, sizeof pids, "%d", (int)plain);
+  tc_sleep_ms(100);
+  r = tc_tierctl((const char *[]){ "status", pids, NULL });
+  tc_expect_error(&r, "does not run tiermalloc");
+  spawn_free(&r);
+  /* A truncated record. */
+  char path[128];
+  snprintf(path, sizeof path, "%s/tiermalloc.%d", tc_dir, (int)plain);
+  FILE *f = fopen(path, "w");
+  fputs("tierliv1", f);
+  fclose(f);
+  r = tc_tierctl((const char *[]){ "status", pids, NULL });
+  tc_expect_error(&r, "truncated or not a tiermalloc record");
+  spawn_free(&r);
+  unlink(path);
+  tc_stop(plain);
+  /* A stale record: its process was killed, no exit handler ran. */
+  pid_t pid = tc_start(4, 30, "", NULL);
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  snprintf(path, sizeof path, "%s/tiermalloc.%d", tc_dir, (int)pid);
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  cr_assert_eq(access(path, F_OK), 0, "SIGKILL left the record");
+  r = tc_tierctl((const char *[]){ "status", pids, NULL });
+  tc_expect_error(&r, "has ended (or exec'd): its stale record was removed");
+  spawn_free(&r);
+  cr_expect_eq(access(path, F_OK), -1, "the stale record was not removed");
+  /* Usage errors: exit 2. */
+  r = tc_tierctl((const char *[]){ "status", NULL });
+  cr_expect_eq(tc_exit(&r), 2);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "frobnicate", NULL });
+  cr_expect_eq(tc_exit(&r), 2);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "--help", NULL });
+  cr_expect_eq(tc_exit(&r), 0);
+  cr_expect(strstr(r.out, "usage: tierctl") == r.out, "%s", r.out);
+  spawn_free(&r);
+}
+
+Test(tierctl, another_users_process_is_refused_in_one_line)
+{
+  char setpriv[PATH_MAX];
+  if (geteuid() != 0 || spawn_which("setpriv", setpriv, sizeof setpriv) == NULL)
+    cr_skip_test("needs root and setpriv to run tierctl as another user");
+  pid_t pid = tc_start(4, 30, "", NULL);
+  char pids[16], tierctl[PATH_MAX];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  cr_assert_not_null(realpath(TC_TIERCTL, tierctl));
+  chmod(tc_dir, 0755);   /* mkdtemp made it 0700: the other user may list it, not read the record */
+  char *argv[] = { setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", tierctl, "status", pids, NULL };
+  char *env[] = { tc_dir_env, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 60);
+  tc_expect_error(&r, "is another user's");
+  spawn_free(&r);
+  char *ps[] = { setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", tierctl, "ps", NULL };
+  r = spawn_run(ps, env, NULL, 60);
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "live_hold") == NULL, "another user's process listed: %s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}
+
+Test(tierctl, a_recorded_timeline_plots_to_a_png)
+{
+  char gnuplot[PATH_MAX];
+  if (spawn_which("gnuplot", gnuplot, sizeof gnuplot) == NULL)
+    cr_skip_test("gnuplot is not installed (make deps installs gnuplot-nox)");
+  pid_t pid = tc_start(8, 2, "", "TIERMALLOC_LIVE_MS=50");
+  char pids[16], csv[128], png[128];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  snprintf(csv, sizeof csv, "%s/run.csv", tc_dir);
+  snprintf(png, sizeof png, "%s/run.png", tc_dir);
+  /* Until the process ends, by itself, 2 s later. */
+  spawn_result_t r = tc_tierctl((const char *[]){ "record", pids, "-i", "100ms", "-o", csv, NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  spawn_free(&r);
+  waitpid(pid, NULL, 0);
+  FILE *f = fopen(csv, "r");
+  cr_assert_not_null(f);
+  char line[4096];
+  unsigned rows = 0;
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  cr_expect(strncmp(line, "# tierctl record: pid ", 22) == 0, "%s", line);
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  cr_expect_str_eq(line, "time_s,tier0_resident,tier0_committed,tier0_high,tier0_max,tier0_demoted,"
+                         "tier0_promoted,tier0_pageout\n");
+  while (fgets(line, sizeof line, f)) rows++;
+  fclose(f);
+  cr_expect(rows >= 8 && rows <= 30, "%u rows for about 2 s at 100 ms", rows);
+  r = tc_tierctl((const char *[]){ "plot", csv, "-o", png, NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  spawn_free(&r);
+  f = fopen(png, "rb");
+  cr_assert_not_null(f, "no %s", png);
+  unsigned char magic[8] = { 0 };
+  cr_expect_eq(fread(magic, 1, 8, f), 8);
+  fclose(f);
+  cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
+}
+
+Test(tierctl, run_sets_the_limits_and_refuses_a_bad_size)
+{
+  spawn_result_t r = tc_tierctl((const char *[]){ "run", "--toptier-max", "64M", "--stats", "--", "/bin/true", NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.errout, "tiermalloc: 1 tier") != NULL, "the exit stats: %s", r.errout);
+  cr_expect(strstr(r.errout, "64.0 MiB  env") != NULL, "max 64 MiB from the environment: %s", r.errout);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "run", "--toptier-max", "lots", "--", "/bin/true", NULL });
+  cr_expect_eq(tc_exit(&r), 2);
+  cr_expect(strstr(r.errout, "tierctl: run: --toptier-max needs a size") == r.errout, "%s", r.errout);
+  spawn_free(&r);
+}
+
+Test(tierctl, explain_names_the_topology_the_budgets_and_the_checks)
+{
+  spawn_result_t r = tc_tierctl((const char *[]){ "explain", NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "topology: ") == r.out, "%s", r.out);
+  cr_expect(strstr(r.out, "\n  tier 0: nodes 0, ") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\nbudgets a process started here gets") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\nchecks:\n") != NULL, "%s", r.out);
+  FILE *swaps = fopen("/proc/swaps", "r");
+  char line[256];
+  int lines = 0;
+  while (swaps && fgets(line, sizeof line, swaps)) lines++;
+  if (swaps) fclose(swaps);
+  if (lines <= 1) cr_expect(strstr(r.out, "warning: no swap") != NULL, "%s", r.out);
+  spawn_free(&r);
+}

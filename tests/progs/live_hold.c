@@ -1,0 +1,75 @@
+/* Holds memory while tierctl looks at it: allocates MIB MiB in 1 MiB blocks
+ * (argv[1]), writes every page, then creates the file READY (argv[3]) and
+ * sleeps SECONDS (argv[2]) before freeing it all and exiting 0.
+ * MODE (argv[4]):
+ *   publish: calls tier_stats_publish (found with dlsym: the library is
+ *            preloaded) just before READY, so the record is current;
+ *   fork:    a child allocates 16 MiB, publishes, writes its pid into
+ *            READY.child and sleeps as long; the parent waits for it. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void publish(void)
+{
+  int (*fn)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "tier_stats_publish");
+  if (fn == NULL || fn() != 0) fprintf(stderr, "live_hold: tier_stats_publish failed\n");
+}
+
+static char **hold(long mib)
+{
+  char **blocks = calloc((size_t)mib + 1, sizeof *blocks);
+  for (long i = 0; blocks && i < mib; i++) {
+    blocks[i] = malloc(1 << 20);
+    if (blocks[i]) memset(blocks[i], (int)i, 1 << 20);
+  }
+  return blocks;
+}
+
+static void mark(const char *path, const char *text)
+{
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    if (write(fd, text, strlen(text)) < 0) perror("write");
+    close(fd);
+  }
+}
+
+int main(int argc, char **argv)
+{
+  if (argc < 4) {
+    fprintf(stderr, "usage: live_hold MIB SECONDS READY [publish|fork]\n");
+    return 2;
+  }
+  long mib = atol(argv[1]);
+  unsigned secs = (unsigned)atoi(argv[2]);
+  const char *mode = argc > 4 ? argv[4] : "";
+  char **blocks = hold(mib);
+  pid_t child = -1;
+  if (strcmp(mode, "fork") == 0) {
+    child = fork();
+    if (child == 0) {
+      char **mine = hold(16);
+      publish();
+      char path[4096], pid[32];
+      snprintf(path, sizeof path, "%s.child", argv[3]);
+      snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+      mark(path, pid);
+      sleep(secs);
+      for (long i = 0; i < 16; i++) free(mine[i]);
+      free(mine);
+      return 0;
+    }
+  }
+  if (strcmp(mode, "publish") == 0 || child > 0) publish();
+  mark(argv[3], "ready\n");
+  sleep(secs);
+  if (child > 0) waitpid(child, NULL, 0);
+  for (long i = 0; blocks && i < mib; i++) free(blocks[i]);
+  free(blocks);
+  return 0;
+}
