@@ -620,6 +620,101 @@ RC_TEST(lowering_memory_high_gets_tier0_under_the_new_high_within_2s)
   expect_held_and_intact(topo, l, want, "high");
 }
 
+/* The live record seen from outside (tierctl, issue 18) across the same
+ * change: a timeline recorded every 100 ms shows tier 0's high dropping to
+ * the new share, tier 0's resident bytes following it under, and bytes
+ * demoted; tierctl plot draws it; tierctl status says what numa_maps says
+ * of the tiers below (only the heap is there) within 5 %. */
+RC_TEST(tierctl_records_the_timeline_across_a_budget_change_and_plots_it)
+{
+  const vm_topology_t *topo = vm_topology();
+  vm_caps_t c = vm_caps(topo);
+  start_on_top(topo, &c, 128, NULL);
+  uint64_t lim = vm_limit_for_share(&c, RC_LOWERED_SHARE), want = vm_scaled(&c, lim, 0);
+  ask("stat", "stat ", 30000);
+  char tierctl[PATH_MAX], pid[16], csv[64], png[64];
+  cr_assert_not_null(realpath("build/tierctl", tierctl), "make builds build/tierctl");
+  snprintf(pid, sizeof pid, "%d", (int)child.pid);
+  snprintf(csv, sizeof csv, "/tmp/vmtest-live-%d.csv", (int)getpid());
+  snprintf(png, sizeof png, "/tmp/vmtest-live-%d.png", (int)getpid());
+  char *rec_argv[] = { tierctl, "record", pid, "-i", "100ms", "-o", csv, NULL };
+  vm_proc_t rec = { .in = -1, .out = -1 };
+  vm_spawn(&rec, rec_argv, NULL, NULL, VM_SPAWN_STDERR);
+  usleep(1500 * 1000);
+  set_limit("memory.high", lim);
+  char cmd[96];
+  snprintf(cmd, sizeof cmd, "watch %llu 5000 0", (unsigned long long)want);
+  ask(cmd, "watch ", 30000);
+  settle(5000);
+  usleep(1000 * 1000);
+  /* tierctl status against numa_maps, below tier 0. */
+  char out[65536];
+  char *st_argv[] = { tierctl, "status", pid, "--json", NULL };
+  cr_assert_eq(vm_run(st_argv, NULL, out, sizeof out), 0, "%s", out);
+  uint64_t nm[VM_MAX_NODES] = { 0 };
+  cr_assert_eq(vm_numa_maps_bytes(child.pid, 0, nm), 0);
+  for (int t = 1; t < topo->ntiers; t++) {
+    char key[32];
+    snprintf(key, sizeof key, "{\"tier\":%d,", t);
+    const char *p = strstr(out, key);
+    cr_assert_not_null(p, "%s", out);
+    long long said = vm_json_num(p, "resident_bytes");
+    uint64_t kernel = 0;
+    for (int n = 0; n < 64; n++)
+      if (topo->tier_nodes[t] >> n & 1) kernel += nm[n];
+    cr_expect(llabs(said - (long long)kernel) <= (long long)kernel / 20 + 2 * (long long)VM_MIB,
+              "%s: tier %d: tierctl %.1f MiB, numa_maps %.1f MiB", topo->name, t, MIB(said), MIB(kernel));
+  }
+  kill(rec.pid, SIGINT);
+  cr_expect_eq(vm_proc_wait(&rec), 0, "tierctl record: %s", rec.buf);
+  FILE *f = fopen(csv, "r");
+  cr_assert_not_null(f, "no %s", csv);
+  char line[4096];
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  cr_assert_not_null(fgets(line, sizeof line, f));
+  cr_assert(strncmp(line, "time_s,tier0_resident,tier0_committed,tier0_high,", 49) == 0, "%s", line);
+  long long first_high = -1, last_high = -1, first_dem = -1, last_dem = -1, last_res = -1;
+  double under_at = -1, lowered_at = -1;
+  unsigned rows = 0;
+  while (fgets(line, sizeof line, f)) {
+    double ts;
+    long long res, com, hi, mx, dem;
+    if (sscanf(line, "%lf,%lld,%lld,%lld,%lld,%lld", &ts, &res, &com, &hi, &mx, &dem) != 6) continue;
+    if (rows++ == 0) {
+      first_high = hi;
+      first_dem = dem;
+    }
+    if (lowered_at < 0 && hi < first_high) lowered_at = ts;
+    if (lowered_at >= 0 && under_at < 0 && res <= (long long)want) under_at = ts;
+    last_high = hi;
+    last_dem = dem;
+    last_res = res;
+  }
+  fclose(f);
+  cr_expect_geq(rows, 20, "%u rows", rows);
+  cr_expect(within_page((uint64_t)last_high, want), "%s: the recorded high ends at %.1f MiB, want %.1f MiB",
+            topo->name, MIB(last_high), MIB(want));
+  cr_expect_gt(first_high, last_high, "%s: the high did not drop in the record", topo->name);
+  cr_expect_leq(last_res, (long long)want, "%s: tier 0 resident %.1f MiB at the end, high %.1f MiB", topo->name,
+                MIB(last_res), MIB(want));
+  cr_expect(lowered_at >= 0 && under_at >= lowered_at && under_at - lowered_at <= 3.0,
+            "%s: under the new high %.1f s after the record saw it lowered (at %.1f s)", topo->name,
+            under_at - lowered_at, lowered_at);
+  cr_expect_gt(last_dem, first_dem, "%s: no bytes demoted in the record", topo->name);
+  cr_log_info("%s: tierctl record: %u rows, high lowered at %.1f s, tier 0 under it %.1f s later", topo->name, rows,
+              lowered_at, under_at - lowered_at);
+  char *plot_argv[] = { tierctl, "plot", csv, "-o", png, NULL };
+  cr_expect_eq(vm_run(plot_argv, NULL, out, sizeof out), 0, "%s", out);
+  f = fopen(png, "rb");
+  cr_assert_not_null(f, "no %s", png);
+  unsigned char magic[8] = { 0 };
+  cr_expect_eq(fread(magic, 1, 8, f), 8);
+  fclose(f);
+  cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
+  unlink(csv);
+  unlink(png);
+}
+
 /* The child runs in a cgroup inside cg, and the test lowers cg's memory.high:
  * a write to an ancestor's limit wakes the reclaim thread as its own cgroup's
  * does (it watches the cgroup and its three nearest ancestors), so tier 0 is
