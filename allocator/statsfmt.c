@@ -192,8 +192,12 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
 #undef X
     stats_put(&o, ",\"tiers\":[");
   } else {
-    stats_put(&o, "tiermalloc: %u tier%s\n%-4s %-10s", s->ntiers, s->ntiers == 1 ? "" : "s",
-              "tier", "nodes");
+    /* Which tier each column follows, said where it is shown: a chunk
+     * demoted from tier 0 keeps its allocated bytes there. */
+    stats_put(&o, "tiermalloc: %u tier%s\n", s->ntiers, s->ntiers == 1 ? "" : "s");
+    stats_put(&o, "(resident: where the pages are now; committed, used: the tier each chunk is bound to now; "
+                  "mapped, allocated: the home tier, whose address range they came from)\n");
+    stats_put(&o, "%-4s %-10s", "tier", "nodes");
 #define X(name, unit, doc) stats_put(&o, " %14s", #name);
     TIER_STATS_TIER_FIELDS(X)
 #undef X

@@ -14,8 +14,10 @@
 #      asks the kernel (move_pages) where they are, and where the others are;
 #   3. the program checks its records (same digest) and exits.
 # It prints the derived budgets and why, the kernel's count of the process's
-# memory per node before and after (numa_maps), and tiermalloc's table at
-# exit with the bytes demoted and paged out. On a host with one NUMA node the
+# memory per node before and after (numa_maps), what tierctl sees from
+# outside while the program runs (tierctl ps, and a timeline recorded with
+# tierctl record, drawn in characters with tierctl plot), and tiermalloc's
+# table at exit with the bytes demoted and paged out. On a host with one NUMA node the
 # program runs inside the tiered VM (tests/vm/run, 2tier, 256 MiB of zram);
 # on a host with several nodes it runs here, with a 16 MiB
 # TIERMALLOC_TOPTIER_MAX instead of a cgroup (which needs root and cgroup v2).
@@ -26,7 +28,7 @@ work=${TMPDIR:-/tmp}/tiermalloc-demo
 mkdir -p "$work"
 py=$(command -v /usr/bin/python3 || command -v python3)
 cat > "$work/demo.py" <<'PY'
-import ctypes, hashlib, os, random, threading, time
+import ctypes, hashlib, os, random, signal, subprocess, threading, time
 random.seed(42)
 rows = [(random.randrange(10**8), "row-%d" % i, [i] * 4) for i in range(400000)]
 # The hot records: the first 10,000 made, so the oldest memory of the heap
@@ -89,11 +91,31 @@ before = digest()
 print("sorted %d records, indexed %d names, digest %s" % (len(rows), len(index), before))
 print("the kernel (numa_maps) with the records live: " + per_node())
 cg = os.environ.get("DEMO_CGROUP")
+tierctl = os.environ.get("DEMO_TIERCTL")
+# tierctl runs without the library (it only reads this process's live record).
+plain = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD" and not k.startswith("TIERMALLOC_")}
+def tierctl_run(*args):
+    return subprocess.run([tierctl] + list(args), env=plain, capture_output=True, text=True).stdout
+rec = None
+if cg and tierctl:
+    csv = "/tmp/tiermalloc-demo-run.csv"
+    rec = subprocess.Popen([tierctl, "record", str(os.getpid()), "-i", "100ms", "-o", csv], env=plain,
+                           stderr=subprocess.DEVNULL)
+    time.sleep(1)
 if cg:
     open(cg + "/memory.high", "w").write("300M\n")
     print("lowered %s/memory.high to 300M; waiting 3 s" % cg)
     time.sleep(3)
     print("the kernel (numa_maps) 3 s later: %s; swapped out (VmSwap): %s" % (per_node(), swapped()))
+if rec:
+    print("tierctl ps, from outside, at that moment (tier 0 now against its high; the tier below):")
+    print(tierctl_run("ps"), end="")
+    rec.send_signal(signal.SIGINT)
+    rec.wait()
+    print("tierctl record and plot: this process's MiB per tier every 100 ms while memory.high went from 600M "
+          "to 300M at about 1 s: tier 0's resident bytes (1) fall under its new high (dashes) within a second "
+          "or two, demoted to tier 1, whose own high of 24 MiB sends the excess to swap (x: bytes moved):")
+    print(tierctl_run("plot", csv, "-o", "-"), end="")
 reading = False
 print("where the records are now (move_pages): the hot ones (the first 10,000 made, read all the "
       "while): %s; the other 390,000: %s" % (where(hot, 0), where(cold, 0)))
@@ -104,7 +126,7 @@ run='PYTHONMALLOC=malloc LD_PRELOAD='"$lib"' TIERMALLOC_STATS=text '"$py"' '"$wo
 # In the guest: a cgroup of its own with memory.max=300M, the program in it.
 in_cgroup='cg=/sys/fs/cgroup/tiermalloc-demo; mkdir -p $cg && echo 600M > $cg/memory.high &&
 echo "demo: cgroup $cg, memory.high=600M; lower tier high TIERMALLOC_TIER1_HIGH=24M (then pageout to zram)" &&
-(echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg TIERMALLOC_TIER1_HIGH=24M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
+(echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg DEMO_TIERCTL='"$top"'/build/tierctl TIERMALLOC_TIER1_HIGH=24M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
 grep -v "jemalloc:\|ranges"'
 nodes=$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)
 if [ "$nodes" != 0 ]; then

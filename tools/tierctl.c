@@ -489,24 +489,29 @@ static int cmd_plot(int argc, char **argv)
   FILE *g = fopen(script, "we");
   if (!g) return fail("cannot write %s: %s", script, strerror(errno));
   /* Resident bytes per tier (solid), its high and max (dashed, where set),
-   * and a mark at the bottom wherever bytes were demoted, promoted or paged out. */
-  fprintf(g, "set terminal pngcairo size 1000,560 noenhanced\nset output '%s'\n", out);
-  fprintf(g, "set datafile separator ','\nset key outside right\nset grid\n");
+   * and a mark on the resident line wherever bytes were demoted, promoted or
+   * paged out since the row before. */
+  /* FILE.txt or -: the same plot in characters (gnuplot's dumb terminal). */
+  size_t olen = strlen(out);
+  bool text = strcmp(out, "-") == 0 || (olen > 4 && strcmp(out + olen - 4, ".txt") == 0);
+  if (text) fprintf(g, "set terminal dumb size 100,28 noenhanced\n");
+  else fprintf(g, "set terminal pngcairo size 1000,560 noenhanced\n");
+  if (strcmp(out, "-") != 0) fprintf(g, "set output '%s'\n", out);
+  fprintf(g, "set datafile separator ','\nset key %s\nset grid\n", text ? "top right" : "outside right");
   fprintf(g, "set title \"%s\"\nset xlabel 'seconds'\nset ylabel 'MiB'\n", title + 2);
   fprintf(g, "lim(v) = v < 0 ? NaN : v / 1048576.0\n");
   fprintf(g, "array prev[%u]\ndo for [i=1:%u] { prev[i] = NaN }\n", ncol + 1, ncol + 1);
-  fprintf(g, "moved(c, v) = v > prev[c] ? 0 : NaN\n");
-  fprintf(g, "upd(c, v) = (r = moved(c, v), prev[c] = v, r)\n");
+  fprintf(g, "upd(c, v, y) = (r = v > prev[c] ? y : NaN, prev[c] = v, r)\n");
   fprintf(g, "plot ");
   for (unsigned t = 0; t < ntiers; t++) {
     unsigned b = 2 + t * per;   /* resident's column, 1-based */
     fprintf(g, "%s'%s' every ::1 using 1:(lim($%u)) with lines lw 2 lc %u title 'tier %u resident', ", t ? ", " : "",
             in, b, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(lim($%u)) with lines dt 2 lc %u title 'tier %u high', ", b + 2, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(lim($%u)) with lines dt 3 lc %u title 'tier %u max', ", b + 3, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 9 lc %u title 'tier %u demoted', ", b + 4, b + 4, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 8 lc %u title 'tier %u promoted', ", b + 5, b + 5, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u)) with points pt 2 lc %u title 'tier %u paged out'", b + 6, b + 6, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(lim($%u)) with steps dt 2 lc %u title 'tier %u high', ", b + 2, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(lim($%u)) with steps dt 3 lc %u title 'tier %u max', ", b + 3, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 9 ps 1.5 lc %u title 'tier %u demoted', ", b + 4, b + 4, b, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 8 ps 1.5 lc %u title 'tier %u promoted', ", b + 5, b + 5, b, t + 1, t);
+    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 2 ps 1.5 lc %u title 'tier %u paged out'", b + 6, b + 6, b, t + 1, t);
   }
   fprintf(g, "\n");
   fclose(g);
@@ -520,7 +525,8 @@ static int cmd_plot(int argc, char **argv)
   char line[512];
   bool said = false;
   while (fgets(line, sizeof line, p)) {
-    if (!said) fprintf(stderr, "tierctl: gnuplot: %s", line);
+    if (strcmp(out, "-") == 0) fputs(line, stdout);   /* the plot itself */
+    else if (!said) fprintf(stderr, "tierctl: gnuplot: %s", line);
     said = true;
   }
   int st = pclose(p);
@@ -714,6 +720,7 @@ static const char usage[] =
   "  record PID [-i 100ms] [-o run.csv]\n"
   "                              a timeline, until the process ends or Ctrl-C\n"
   "  plot run.csv -o run.png     resident bytes per tier against high and max, with moves marked\n"
+  "                              (-o run.txt or -o -: the same in characters)\n"
   "  explain [PID]               topology, kernel tiers, budgets and why; known misconfigurations\n"
   "  run [--toptier-max SIZE] [--toptier-high SIZE] [--stats] -- CMD...\n"
   "                              runs CMD under tiermalloc with those limits\n"
