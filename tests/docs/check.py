@@ -98,6 +98,7 @@ class Family:
         self.type = None
         self.help = None
         self.samples = []   # (name, {label: value}, value string, line number)
+        self.series = {}    # (name, sorted labels): line number
 
 
 def _parse_labels(line, i, lineno, errs):
@@ -271,12 +272,10 @@ def parse_prom(text):
         fam = enter(family_of(name), lineno, "a sample")
         if fam.type == "counter" and value.startswith("-") and value != "-0":
             errs.append("line %d: counter %s is negative (%s)" % (lineno, name, value))
-        if fam.samples:
-            key = (name, tuple(sorted(labels.items())))
-            for s in fam.samples:
-                if (s[0], tuple(sorted(s[1].items()))) == key:
-                    errs.append("line %d: the same series as line %d" % (lineno, s[3]))
-                    break
+        key = (name, tuple(sorted(labels.items())))
+        if key in fam.series:
+            errs.append("line %d: the same series as line %d" % (lineno, fam.series[key]))
+        fam.series.setdefault(key, lineno)
         fam.samples.append((name, labels, value, lineno))
     return errs, {n: fams[n] for n in order}
 
@@ -681,6 +680,11 @@ def promtool_test(c, yaml, alerts):
         # max held: pid 42 on n1 not held from minute 2.
         series("tiermalloc_tier_max_held", who("n1:9100", "42"), "1 1 0x8"),
         series("tiermalloc_tier_max_held", who("n2:9100", "42"), "1x10"),
+        # n1 rewrites its file every minute; n2's stopped at 0 (a bare file name).
+        series("node_textfile_mtime_seconds", {"instance": "n1:9100", "job": "node",
+               "file": "/var/lib/prometheus/node-exporter/tiermalloc.prom"}, "0+60x10"),
+        series("node_textfile_mtime_seconds", {"instance": "n2:9100", "job": "node", "file": "tiermalloc.prom"},
+               "0x10"),
     ]
     fired = dict(who("n1:9100", "42"), severity="warning")
     tests = [
@@ -692,6 +696,12 @@ def promtool_test(c, yaml, alerts):
             {"eval_time": "2m", "alertname": "TiermallocTierMaxNotHeld", "exp_alerts": []},
             {"eval_time": "4m", "alertname": "TiermallocTierMaxNotHeld",
              "exp_alerts": [{"exp_labels": dict(who("n1:9100", "42"), severity="critical")}]},
+        ]
+    if "TiermallocTextfileStale" in alerts:
+        stale = {"instance": "n2:9100", "job": "node", "file": "tiermalloc.prom", "severity": "warning"}
+        tests += [
+            {"eval_time": "3m", "alertname": "TiermallocTextfileStale", "exp_alerts": []},
+            {"eval_time": "5m", "alertname": "TiermallocTextfileStale", "exp_alerts": [{"exp_labels": stale}]},
         ]
     with tempfile.TemporaryDirectory() as d:
         with open(os.path.join(d, "rules.yml"), "w") as f:

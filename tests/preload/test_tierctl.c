@@ -5,6 +5,7 @@
  * tier); tier figures across a budget change are checked in the VM
  * (tests/vm/test_live.c). */
 #include <criterion/criterion.h>
+#include <stdbool.h>
 #include <dirent.h>
 #include <limits.h>
 #include <signal.h>
@@ -332,6 +333,58 @@ Test(tierctl, a_recorded_timeline_plots_to_a_png)
   cr_expect_eq(fread(magic, 1, 8, f), 8);
   fclose(f);
   cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
+  struct stat st;
+  cr_assert_eq(stat(png, &st), 0);
+  cr_expect_gt(st.st_size, 10000, "a PNG of %lld bytes: a blank image?", (long long)st.st_size);
+}
+
+/* tierctl top in a real terminal (tmux): its screen shows the process, it
+ * refreshes, and q quits it. */
+Test(tierctl, top_in_a_terminal_shows_the_process_and_quits_on_q)
+{
+  char tmux[PATH_MAX];
+  if (spawn_which("tmux", tmux, sizeof tmux) == NULL)
+    cr_skip_test("tmux is not installed (make deps installs it)");
+  pid_t pid = tc_start(8, 60, "publish", NULL);
+  char tierctl[PATH_MAX], session[64], cmd[2 * PATH_MAX + 256];
+  cr_assert_not_null(realpath(TC_TIERCTL, tierctl));
+  snprintf(session, sizeof session, "tierctl-test-%d", (int)getpid());
+  snprintf(cmd, sizeof cmd,
+           "tmux -L %s new-session -d -s %s -x 130 -y 20 'TIERMALLOC_LIVE_DIR=%s %s top -i 200ms; sleep 30'",
+           session, session, tc_dir, tierctl);
+  cr_assert_eq(system(cmd), 0, "%s", cmd);
+  char screen[8192] = "", want[64];
+  snprintf(want, sizeof want, "\n%-7d live_hold ", (int)pid);
+  snprintf(cmd, sizeof cmd, "tmux -L %s capture-pane -p -t %s", session, session);
+  for (int i = 0; i < 100 && !strstr(screen, want); i++) {
+    tc_sleep_ms(100);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(screen, 1, sizeof screen - 1, p) : 0;
+    screen[n] = '\0';
+    if (p) pclose(p);
+  }
+  cr_expect(strncmp(screen, "tierctl top - ", 14) == 0, "the screen:\n%s", screen);
+  cr_expect(strstr(screen, "1 process (q quits)") != NULL, "the screen:\n%s", screen);
+  cr_expect(strstr(screen, "\nPID     COMMAND") != NULL, "the screen:\n%s", screen);
+  cr_expect(strstr(screen, want) != NULL, "the screen:\n%s", screen);
+  /* q: tierctl ends, and the pane's shell goes on to its sleep. */
+  snprintf(cmd, sizeof cmd, "tmux -L %s send-keys -t %s q", session, session);
+  cr_expect_eq(system(cmd), 0);
+  bool quit = false;
+  snprintf(cmd, sizeof cmd, "tmux -L %s display-message -p -t %s '#{pane_current_command}'", session, session);
+  char now[128] = "";
+  for (int i = 0; i < 50 && !quit; i++) {
+    tc_sleep_ms(100);
+    FILE *p = popen(cmd, "r");
+    size_t n = p ? fread(now, 1, sizeof now - 1, p) : 0;
+    now[n] = '\0';
+    if (p) pclose(p);
+    quit = strncmp(now, "sleep", 5) == 0;   /* the pane's shell went on past tierctl */
+  }
+  cr_expect(quit, "tierctl top still runs after q (the pane runs %s)", now);
+  snprintf(cmd, sizeof cmd, "tmux -L %s kill-server", session);
+  if (system(cmd) != 0) cr_log_warn("tmux kill-server failed");
+  tc_stop(pid);
 }
 
 Test(tierctl, run_sets_the_limits_and_refuses_a_bad_size)

@@ -711,6 +711,9 @@ RC_TEST(tierctl_records_the_timeline_across_a_budget_change_and_plots_it)
   cr_expect_eq(fread(magic, 1, 8, f), 8);
   fclose(f);
   cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
+  struct stat pst;
+  cr_assert_eq(stat(png, &pst), 0);
+  cr_expect_gt(pst.st_size, 10000, "a PNG of %lld bytes: a blank image?", (long long)pst.st_size);
   unlink(csv);
   unlink(png);
 }
