@@ -11,7 +11,7 @@ JE_PIC    := $(shell $(CC) -print-file-name=libjemalloc_pic.a)
 # The Debian packages a build and a test run need (make deps installs missing ones).
 DEB_PKGS  := gcc g++ make pkg-config binutils libjemalloc-dev libjemalloc2 libnuma-dev \
              libunwind-dev libcriterion-dev libmemkind0 python3 perl sqlite3 bind9-utils \
-             qemu-system-x86 busybox-static xz-utils cpio kmod gnuplot-nox tmux
+             qemu-system-x86 busybox-static xz-utils cpio kmod gnuplot-nox tmux python3-yaml
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
@@ -26,7 +26,7 @@ ALLOC_OBJ := $(ALLOC_SRC:%.c=$(B)/%.o)
 SHIM_OBJ  := $(SHIM_SRC:%.c=$(B)/%.o)
 DEPS      := $(ALLOC_OBJ:.o=.d) $(SHIM_OBJ:.o=.d)
 
-.PHONY: all deps install demo test test-unit clean
+.PHONY: all deps install demo test test-unit test-docs clean
 all: $(B)/libtiermalloc.so $(B)/tierctl
 
 # ---- private jemalloc -----------------------------------------------------

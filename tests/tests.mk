@@ -40,6 +40,10 @@ test-unit: $(B)/tests/unit
 
 test-lib: $(B)/tests/lib $(PROGS) $(B)/tierctl
 	$(B)/tests/lib --jobs 2
+# docs/: the example files parse, the textfile script writes valid exposition
+# format, and so does tierctl with a live process.
+test-docs: $(B)/libtiermalloc.so $(B)/tierctl
+	python3 tests/docs/check.py --live
 
 # make test: everything, in order; a failure anywhere fails it.
 test: deps
@@ -47,4 +51,5 @@ test: deps
 	$(MAKE) test-layers
 	$(MAKE) test-unit
 	$(MAKE) test-lib
+	$(MAKE) test-docs
 	$(MAKE) test-vm

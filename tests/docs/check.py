@@ -293,7 +293,9 @@ def read_text(path):
 
 PROC = ["pid", "command"]
 TIER = PROC + ["tier", "nodes"]
-EXPECTED = {   # family: (type, label names)
+# family: (type, label names). TiermallocTopTierAboveHigh compares resident
+# with budget ignoring(limit, source): their labels differ by those two only.
+EXPECTED = {
     "tiermalloc_info": ("gauge", PROC + ["cgroup", "reclaim_mode", "cold_signal", "stats_version"]),
     "tiermalloc_reclaim_state": ("gauge", PROC + ["state"]),
     "tiermalloc_reclaim_passes_total": ("counter", PROC),
@@ -361,11 +363,6 @@ def tiermalloc_problems(fams, pids=None):
     for s in fams["tiermalloc_reclaim_state"].samples:
         if s[2] != "1":
             p.append("line %d: tiermalloc_reclaim_state = %s, not 1" % (s[3], s[2]))
-    # TiermallocTopTierAboveHigh matches the two with ignoring(limit, source).
-    res = set(EXPECTED["tiermalloc_tier_resident_bytes"][1])
-    bud = set(EXPECTED["tiermalloc_tier_budget_bytes"][1])
-    if bud - res != {"limit", "source"}:
-        p.append("budget_bytes has labels %s beyond resident_bytes's, not limit and source" % sorted(bud - res))
     return p
 
 
@@ -558,8 +555,13 @@ def check_manifests(c, loaded):
                      "%s: records are written or read in more than one container: shareProcessNamespace must be "
                      "true (else tierctl and the library take them for stale ones and remove them)" % rel)
                 dirs = {envs[i].get("TIERMALLOC_LIVE_DIR") for i in writers + readers}
-                c.ok(len(dirs) == 1, "%s: the containers that write and read records do not share one "
-                     "TIERMALLOC_LIVE_DIR: %s" % (rel, dirs))
+                vols = {next((vm.get("name") for vm in containers[i].get("volumeMounts") or []
+                              if vm.get("mountPath") == envs[i].get("TIERMALLOC_LIVE_DIR")), None)
+                        for i in writers + readers}
+                c.ok(len(dirs) == 1 and len(vols) == 1 and None not in vols,
+                     "%s: the containers that write and read records do not mount one volume at one "
+                     "TIERMALLOC_LIVE_DIR: %s, volumes %s" % (rel, dirs, vols))
+                c.ok(not set(writers) & set(readers), "%s: a container runs tierctl with LD_PRELOAD" % rel)
     c.ok(preload_rel, "no manifest preloads the library")
     for rel, hostpath, file in preload_rel:
         c.ok(ds_hostpath == hostpath and file in ds_script,
