@@ -1,6 +1,7 @@
 #include "live.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <pthread.h>
@@ -36,6 +37,29 @@ static uint64_t live_measured_ns;        /* CLOCK_MONOTONIC: the last resident m
 static uint64_t live_resident_real_ns;   /* the same, CLOCK_REALTIME, for the record */
 static tier_stats_t live_last;           /* under live_mu: its resident is reused */
 
+#define LIVE_RESIDENT_EVERY_NS (10 * 1000000000ull)
+#define LIVE_CHANGED ((uint64_t)1 << 20)
+
+static uint64_t live_sig;   /* under live_mu: live_signature at the last measurement */
+
+/* What moves resident bytes: bytes committed on each tier and bytes reclaim
+ * moved, summed (each tier weighted apart, so a move between tiers counts). */
+static uint64_t live_signature(const tier_stats_t *s)
+{
+  uint64_t sig = 0;
+  for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++)
+    sig += (t + 1) * s->tier[t].committed + s->tier[t].reclaim.demoted + s->tier[t].reclaim.promoted +
+           s->tier[t].reclaim.pageout;
+  return sig;
+}
+
+/* The pid namespace this process's pids are in, as a record names it. */
+static uint64_t live_pid_ns(void)
+{
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
 static uint64_t live_clock(clockid_t id)
 {
   struct timespec ts;
@@ -48,7 +72,7 @@ static uint64_t live_clock(clockid_t id)
  * tierctl may never look: each new record sweeps the directory once, so they
  * cannot pile up. (One that exec'd another program is tierctl's to find:
  * its pid lives on.) getdents64 on a stack buffer: no allocation. */
-static void live_sweep(const char *dir)
+static void live_sweep(const char *dir, uint64_t ns)
 {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return;
@@ -73,7 +97,16 @@ static void live_sweep(const char *dir)
       if (*c != '\0' || pid == 0 || pid >= INT32_MAX) continue;
       struct stat st;
       if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
-      if (fstatat(fd, d->name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid()) continue;
+      if (fstatat(fd, d->name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_uid != geteuid() || !S_ISREG(st.st_mode))
+        continue;
+      /* Only a record of this pid namespace: another's pid means nothing here. */
+      int rf = openat(fd, d->name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+      if (rf < 0) continue;
+      tier_live_t head;
+      ssize_t got = pread(rf, &head, offsetof(tier_live_t, command), 0);
+      close(rf);
+      if (got != (ssize_t)offsetof(tier_live_t, command) || head.magic != TIER_LIVE_MAGIC || head.pid_ns != ns)
+        continue;
       unlinkat(fd, d->name, 0);
     }
   }
@@ -102,7 +135,9 @@ static int live_create_locked(void)
   live_size = size;
   live_pid = getpid();
   tier_live_t *r = live_rec;
+  uint64_t ns = live_pid_ns();
   r->version = TIER_LIVE_VERSION;
+  r->pid_ns = ns;
   r->size = sizeof *r;
   r->pid = (uint32_t)live_pid;
   snprintf(r->command, sizeof r->command, "%s", program_invocation_short_name);
@@ -112,7 +147,7 @@ static int live_create_locked(void)
   }
   /* Last: a reader takes a file without the magic for one still being made. */
   atomic_store_explicit((_Atomic uint64_t *)&r->magic, TIER_LIVE_MAGIC, memory_order_release);
-  live_sweep(tm_option(TM_OPTION_LIVE_DIR)->str);
+  if (ns != 0) live_sweep(tm_option(TM_OPTION_LIVE_DIR)->str, ns);
   return 0;
 }
 
@@ -168,6 +203,7 @@ void tm_live_init(void)
   pthread_mutex_lock(&live_mu);
   live_measured_ns = live_clock(CLOCK_MONOTONIC);
   live_resident_real_ns = live_clock(CLOCK_REALTIME);
+  live_sig = live_signature(&s);
   uint32_t publisher = TIER_LIVE_STARTUP;
   if (live_ready_locked(&publisher)) live_store_locked(&s, publisher, 0);
   atomic_store_explicit(&live_next_ns, live_measured_ns + live_interval_ns, memory_order_relaxed);
@@ -187,16 +223,20 @@ uint64_t tm_live_tick(bool on_thread)
   uint64_t next = atomic_load_explicit(&live_next_ns, memory_order_relaxed);
   if (now < next) return next - now;
   pthread_mutex_lock(&live_mu);
-  /* Resident costs a walk of the page tables (numa_maps): at most 1 % of
-   * the thread's time, and no more often than the interval. */
-  uint64_t every = 100 * live_last.resident_sample_ns;
-  if (every < live_interval_ns) every = live_interval_ns;
-  bool measure = now - live_measured_ns >= every || live_measured_ns == 0;
   uint32_t publisher = on_thread ? TIER_LIVE_THREAD : TIER_LIVE_COMMIT;
   if (live_ready_locked(&publisher)) {
     tier_stats_t s;
-    tm_stats_snapshot(&s, measure ? NULL : &live_last);
-    if (measure) {
+    tm_stats_snapshot(&s, &live_last);
+    /* Resident costs a walk of the page tables (numa_maps, 2-4 ms per 0.5
+     * GiB): measured again when the memory changed (committed bytes, or
+     * bytes reclaim moved, by a MiB or more since the last measurement) or
+     * 10 s went by (what the kernel moves on its own: swap, khugepaged);
+     * never more than 1 % of a core. */
+    uint64_t sig = live_signature(&s), since = now - live_measured_ns;
+    bool changed = sig > live_sig + LIVE_CHANGED || sig + LIVE_CHANGED < live_sig;
+    if (since >= 100 * s.resident_sample_ns && (changed || since >= LIVE_RESIDENT_EVERY_NS)) {
+      tm_stats_resident(&s);
+      live_sig = sig;
       live_measured_ns = now;
       live_resident_real_ns = live_clock(CLOCK_REALTIME);
     }
@@ -224,6 +264,7 @@ int tm_live_publish(const tier_stats_t *s)
   if (live_ready_locked(&publisher)) {
     live_measured_ns = live_clock(CLOCK_MONOTONIC);
     live_resident_real_ns = live_clock(CLOCK_REALTIME);
+    live_sig = live_signature(s);
     live_store_locked(s, publisher, live_rec->interval_ns);
     err = 0;
   }

@@ -29,6 +29,21 @@ static uint64_t stats_now_ns(void)
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int tm_stats_resident(tier_stats_t *s)
+{
+  tm_resident_t res = {0};
+  int err = 0;
+  uint64_t t0 = stats_now_ns();
+  if (tm_ranges.n > 0) {
+    uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
+    err = tm_resident_measure("/proc/self/numa_maps", tm_topology(), tm_ranges.base, hi, &res);
+  }
+  s->resident_sample_ns = stats_now_ns() - t0;
+  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) s->tier[t].resident = t < s->ntiers ? res.tier[t] : 0;
+  s->resident_other = res.other;
+  return err;
+}
+
 int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
 {
   const tm_topology_t *topo = tm_topology();
@@ -37,17 +52,6 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
   s->ntiers = (uint32_t)topo->ntiers;
   uint64_t allocated[TM_NCOUNT];
   tm_account_allocated(allocated);
-  tm_resident_t res = {0};
-  int err = 0;
-  uint64_t t0 = stats_now_ns();
-  if (prev != NULL) {
-    for (unsigned t = 0; t < TIER_MAX_TIERS; t++) res.tier[t] = prev->tier[t].resident;
-    res.other = prev->resident_other;
-  } else if (tm_ranges.n > 0) {
-    uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
-    err = tm_resident_measure("/proc/self/numa_maps", topo, tm_ranges.base, hi, &res);
-  }
-  s->resident_sample_ns = prev != NULL ? prev->resident_sample_ns : stats_now_ns() - t0;
   for (unsigned t = 0; t < s->ntiers; t++) {
     tier_stats_tier_t *o = &s->tier[t];
     o->capacity = topo->tier[t].capacity;
@@ -55,7 +59,6 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
     o->committed = tm_chunk_committed(t);
     o->used = tm_policy_used(t);
     o->allocated = allocated[t];
-    o->resident = res.tier[t];
     memcpy(o->nodes, topo->tier[t].nodes.w, sizeof o->nodes);
   }
   tm_budgets_t b;
@@ -73,8 +76,11 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
   s->cgroup[sizeof s->cgroup - 1] = '\0';
   tm_reclaim_stats(s);
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
-  s->resident_other = res.other;
-  return err;
+  if (prev == NULL) return tm_stats_resident(s);
+  for (unsigned t = 0; t < s->ntiers; t++) s->tier[t].resident = prev->tier[t].resident;
+  s->resident_other = prev->resident_other;
+  s->resident_sample_ns = prev->resident_sample_ns;
+  return 0;
 }
 
 tm_stats_who_t tm_stats_me(void)

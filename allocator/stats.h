@@ -14,6 +14,10 @@
  * positive errno (the snapshot is still filled; resident is then 0). */
 int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev);
 
+/* Measures resident bytes into *s now (resident, resident_other,
+ * resident_sample_ns), leaving the rest. 0 or a positive errno. */
+int tm_stats_resident(tier_stats_t *s);
+
 /* This process, for the printers: its pid and name. */
 tm_stats_who_t tm_stats_me(void);
 

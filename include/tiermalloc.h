@@ -235,7 +235,9 @@ int tier_stats_publish(void);
  * was the same even value before and after (a seqlock: the writer makes seq
  * odd while it writes and never waits for a reader). The process is alive,
  * and the record its own, while /proc/<pid>/maps maps the file: a record
- * left by a process that died or exec'd is stale. */
+ * left by a process that died or exec'd is stale. The pid is the writer's
+ * in its own pid namespace (pid_ns): a reader in another one can neither
+ * look it up nor call it stale. */
 #define TIER_LIVE_MAGIC   0x3176696c72656974ull   /* "tierliv1" */
 #define TIER_LIVE_VERSION 1
 #define TIER_LIVE_PREFIX  "tiermalloc."
@@ -257,11 +259,13 @@ typedef struct tier_live_s {
   uint32_t pid;
   uint32_t publisher;      /* tier_live_publisher_t */
   uint64_t published_ns;   /* CLOCK_REALTIME of the snapshot */
-  uint64_t resident_ns;    /* CLOCK_REALTIME when resident was measured (at most one
-                              measurement per max(interval, 100 x its cost): an older one is reused) */
+  uint64_t resident_ns;    /* CLOCK_REALTIME when resident was measured: again when committed
+                              bytes or bytes moved changed by 1 MiB, else every 10 s, and never
+                              more often than 100 x what it costs */
   uint64_t interval_ns;    /* the thread's period while it publishes; 0: it does not (now) */
   uint64_t range_base;     /* the tier ranges [base, end): what resident counts */
   uint64_t range_end;
+  uint64_t pid_ns;         /* the writer's pid namespace (inode of /proc/self/ns/pid; 0: unknown) */
   char command[16];        /* the process's name at start-up (comm) */
   tier_stats_t stats;
 } tier_live_t;

@@ -70,7 +70,15 @@ typedef enum {
   RD_STALE,   /* its process ended or exec'd: removed (when we may) */
   RD_BAD,     /* truncated, of another version, or not a record */
   RD_BUSY,    /* written at every attempt */
+  RD_FOREIGN, /* written in another pid namespace: its pid means another process here */
 } rd_t;
+
+/* This process's pid namespace, as records name theirs. */
+static uint64_t own_pid_ns(void)
+{
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
 /* Does /proc/pid/maps map the file (dev, ino)? 1 yes, 0 no (or no such
  * process), -1 cannot tell (no permission). */
@@ -115,6 +123,8 @@ static rd_t read_record(pid_t pid, tier_live_t *out)
   munmap(p, (size_t)st.st_size);
   if (err == EAGAIN) return RD_BUSY;
   if (err != 0 || out->pid != (uint32_t)pid) return RD_BAD;
+  uint64_t ns = own_pid_ns();
+  if (out->pid_ns != 0 && ns != 0 && out->pid_ns != ns) return RD_FOREIGN;
   if (proc_maps_file(pid, st.st_dev, st.st_ino) == 0) {
     unlink(path);   /* the directory's sticky bit lets its owner (or root) do it */
     return RD_STALE;
@@ -147,6 +157,8 @@ static int explain_rd(pid_t pid, rd_t r)
   case RD_BAD: return fail("the record of process %d is truncated or not a tiermalloc record (version %d expected)",
                            (int)pid, TIER_LIVE_VERSION);
   case RD_BUSY: return fail("the record of process %d was being written at every attempt; try again", (int)pid);
+  case RD_FOREIGN: return fail("%s/" TIER_LIVE_PREFIX "%d is a process of another pid namespace (a container "
+                               "sharing this directory): run tierctl in that namespace", live_dir(), (int)pid);
   case RD_NONE: break;
   }
   if (access(proc, F_OK) != 0) return fail("no process %d", (int)pid);
@@ -726,7 +738,19 @@ static const char usage[] =
   "                              runs CMD under tiermalloc with those limits\n"
   "Records are read from $TIERMALLOC_LIVE_DIR (default /dev/shm). See tierctl(1).\n";
 
+static int dispatch(int argc, char **argv);
+
+/* A command's output that could not be written (a full disk, a closed
+ * pipe) is an error too. */
 int main(int argc, char **argv)
+{
+  signal(SIGPIPE, SIG_IGN);
+  int rc = dispatch(argc, argv);
+  if (fflush(stdout) != 0 || ferror(stdout)) return fail("cannot write the output: %s", strerror(errno));
+  return rc;
+}
+
+static int dispatch(int argc, char **argv)
 {
   if (argc < 2) {
     fputs(usage, stderr);

@@ -416,3 +416,35 @@ Test(tierctl, explain_names_the_topology_the_budgets_and_the_checks)
   if (lines <= 1) cr_expect(strstr(r.out, "warning: no swap") != NULL, "%s", r.out);
   spawn_free(&r);
 }
+
+/* A record written in another pid namespace (a container sharing the
+ * directory) names a pid that means another process here: neither tierctl
+ * nor a new process's sweep may call it stale, and status refuses it. */
+Test(tierctl, records_of_another_pid_namespace_are_left_alone)
+{
+  char unshare[PATH_MAX];
+  if (geteuid() != 0 || spawn_which("unshare", unshare, sizeof unshare) == NULL)
+    cr_skip_test("needs root and unshare to start a process in a pid namespace of its own");
+  char lib[PATH_MAX], prog[PATH_MAX], ready[128], cmd[4 * PATH_MAX];
+  cr_assert_not_null(realpath(TC_LIB, lib));
+  cr_assert_not_null(realpath("build/tests/progs/live_hold", prog));
+  snprintf(ready, sizeof ready, "%s/ready", tc_dir);
+  snprintf(cmd, sizeof cmd,
+           "TIERMALLOC_LIVE_DIR=%s LD_PRELOAD=%s %s --pid --fork --mount-proc %s 4 5 %s publish &",
+           tc_dir, lib, unshare, prog, ready);
+  cr_assert_eq(system(cmd), 0);
+  for (int i = 0; i < 500 && access(ready, F_OK) != 0; i++) tc_sleep_ms(10);
+  cr_assert_eq(access(ready, F_OK), 0, "live_hold never got ready in its namespace");
+  char rec[128];
+  snprintf(rec, sizeof rec, "%s/tiermalloc.1", tc_dir);   /* pid 1 there: the program unshare forked */
+  cr_assert_eq(access(rec, F_OK), 0, "no %s", rec);
+  spawn_result_t r = tc_tierctl((const char *[]){ "ps", NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "status", "1", NULL });
+  tc_expect_error(&r, "is a process of another pid namespace");
+  spawn_free(&r);
+  pid_t other = tc_start(4, 0, "", NULL);   /* its new record sweeps the directory */
+  waitpid(other, NULL, 0);
+  cr_expect_eq(access(rec, F_OK), 0, "the namespace's live record was removed as stale");
+}
