@@ -1,5 +1,7 @@
 /* stats: the text and JSON forms of one snapshot, field by field. */
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -191,4 +193,29 @@ Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addre
   cr_expect(strncmp(b.s, head, strlen(head)) == 0, "%s", b.s);
   cr_expect(strstr(b.s, "getpid") == NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\"frames\":[\"0x") != NULL, "%s", b.s);
+}
+
+/* The whole Prometheus form of one process, against a golden file
+ * (tests/unit/golden/stats.prom; TM_GOLDEN_WRITE=1 rewrites it, to be
+ * reviewed like any change). */
+Test(stats_format, prometheus_matches_the_golden_file)
+{
+  tier_stats_t s = fmt_sample();
+  tm_stats_who_t who = { 4242, "app", true };
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_PROM);
+  const char *path = "tests/unit/golden/stats.prom";
+  if (getenv("TM_GOLDEN_WRITE")) {
+    FILE *w = fopen(path, "w");
+    cr_assert_not_null(w);
+    fputs(b.s, w);
+    fclose(w);
+  }
+  static char want[65536];
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f, "%s (run from the top of the tree)", path);
+  size_t n = fread(want, 1, sizeof want - 1, f);
+  fclose(f);
+  want[n] = '\0';
+  cr_expect_str_eq(b.s, want);
 }
