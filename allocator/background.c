@@ -224,10 +224,17 @@ void tm_background_heap_grew(void)
   tm_account_defer(self, bg_start_deferred);
 }
 
+/* Between two moves of a long pass (only the reclaim thread moves). */
+static void bg_progress(void)
+{
+  bg_tick(true);
+}
+
 void tm_background_init(void)
 {
   static const tm_notify_ops_t ops = { .committed = tm_background_reclaim_wanted,
-                                       .heap_grew = tm_background_heap_grew };
+                                       .heap_grew = tm_background_heap_grew,
+                                       .progress = bg_progress };
   tm_notify_set(&ops);
 }
 

@@ -231,10 +231,10 @@ uint64_t tm_live_tick(bool on_thread)
      * GiB): measured again when the memory changed (committed bytes, or
      * bytes reclaim moved, by a MiB or more since the last measurement) or
      * 10 s went by (what the kernel moves on its own: swap, khugepaged);
-     * never more than 1 % of a core. */
+     * never more than 2 % of a core while it changes. */
     uint64_t sig = live_signature(&s), since = now - live_measured_ns;
     bool changed = sig > live_sig + LIVE_CHANGED || sig + LIVE_CHANGED < live_sig;
-    if (since >= 100 * s.resident_sample_ns && (changed || since >= LIVE_RESIDENT_EVERY_NS)) {
+    if (since >= 50 * s.resident_sample_ns && (changed || since >= LIVE_RESIDENT_EVERY_NS)) {
       tm_stats_resident(&s);
       live_sig = sig;
       live_measured_ns = now;

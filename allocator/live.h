@@ -24,7 +24,7 @@
 void tm_live_init(void);
 
 /* Publishes when the interval has passed (resident measured again when the
- * memory changed, else every 10 s, and no more often than 100 x what the
+ * memory changed, else every 10 s, and no more often than 50 x what the
  * last measurement cost; else the last figure is kept, with its time): at each wake of the reclaim thread
  * (on_thread), or on a program thread committing memory while no reclaim
  * thread runs (background.h). Returns the nanoseconds until the next

@@ -20,3 +20,9 @@ void tm_notify_heap_grew(void)
   const tm_notify_ops_t *ops = __atomic_load_n(&notify_ops, __ATOMIC_ACQUIRE);
   if (ops && ops->heap_grew) ops->heap_grew();
 }
+
+void tm_notify_progress(void)
+{
+  const tm_notify_ops_t *ops = __atomic_load_n(&notify_ops, __ATOMIC_ACQUIRE);
+  if (ops && ops->progress) ops->progress();
+}

@@ -14,6 +14,7 @@
 #include "kfile.h"
 #include "log.h"
 #include "migrate.h"
+#include "notify.h"
 #include "options.h"
 #include "policy.h"
 #include "range.h"
@@ -602,6 +603,7 @@ static void rc_moved(tm_chunk_t *c, unsigned from, unsigned to, const tm_migrate
     rc_add(&rc_promoted[to], n->moved);
   }
   tm_hotness_moved(c);
+  tm_notify_progress();
 }
 
 /* c is next to a chunk bound to tier `to` (moving it adds no VMA). */
@@ -677,6 +679,7 @@ static uint64_t rc_act(rc_scan_t *s, unsigned t, uint64_t want, rc_room_t room, 
           if (tm_migrate_pageout(c, &n) != 0) continue;
           atomic_fetch_or_explicit(&c->flags, TM_CHUNK_PAGED, memory_order_relaxed);
           rc_add(&rc_paged[t], n.moved);
+          tm_notify_progress();
           /* What it asked for counts as done: pages written to swap can stay
            * in the swap cache, resident to mincore, and counting only those
            * mincore no longer sees sent every chunk of the heap to pageout at

@@ -261,7 +261,7 @@ typedef struct tier_live_s {
   uint64_t published_ns;   /* CLOCK_REALTIME of the snapshot */
   uint64_t resident_ns;    /* CLOCK_REALTIME when resident was measured: again when committed
                               bytes or bytes moved changed by 1 MiB, else every 10 s, and never
-                              more often than 100 x what it costs */
+                              more often than 50 x what it costs */
   uint64_t interval_ns;    /* the thread's period while it publishes; 0: it does not (now) */
   uint64_t range_base;     /* the tier ranges [base, end): what resident counts */
   uint64_t range_end;

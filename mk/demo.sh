@@ -108,14 +108,19 @@ if cg:
     time.sleep(3)
     print("the kernel (numa_maps) 3 s later: %s; swapped out (VmSwap): %s" % (per_node(), swapped()))
 if rec:
-    print("tierctl ps, from outside, at that moment (tier 0 now against its high; the tier below):")
-    print(tierctl_run("ps"), end="")
+    print("tierctl top, from outside, at that moment (tier 0's pages now against its high; the tier below):")
+    print(tierctl_run("top", "-n", "1"), end="")
     rec.send_signal(signal.SIGINT)
     rec.wait()
-    print("tierctl record and plot: this process's MiB per tier every 100 ms while memory.high went from 600M "
-          "to 300M at about 1 s: tier 0's resident bytes (1) fall under its new high (dashes) within a second "
-          "or two, demoted to tier 1, whose own high of 24 MiB sends the excess to swap (x: bytes moved):")
+    print("tierctl record, then tierctl plot: this process's MiB on each tier every 100 ms while its cgroup's "
+          "memory.high went from 600M to 300M at about 1 s: tier 0's pages (*) fall under its new high (#) "
+          "within a few seconds (the VM copies pages at 30-45 MiB/s), demoted to tier 1, whose own high of "
+          "24 MiB sends the excess to swap:")
     print(tierctl_run("plot", csv, "-o", "-"), end="")
+    # The host turns this into a PNG (the guest's files do not outlive it).
+    print("CSV-BEGIN")
+    print(open(csv).read(), end="")
+    print("CSV-END")
 reading = False
 print("where the records are now (move_pages): the hot ones (the first 10,000 made, read all the "
       "while): %s; the other 390,000: %s" % (where(hot, 0), where(cold, 0)))
@@ -134,5 +139,10 @@ if [ "$nodes" != 0 ]; then
   TIERMALLOC_TOPTIER_MAX=16M sh -c "$run"
 else
   echo "demo: this host has one NUMA node; running in the tiered VM (node0: DRAM with the CPUs, node1: CPU-less CXL-like)"
-  "$top/tests/vm/run" --topology 2tier -- sh -c "$in_cgroup" "$run"
+  "$top/tests/vm/run" --topology 2tier -- sh -c "$in_cgroup" "$run" | tee "$work/out.txt" |
+    sed '/^CSV-BEGIN$/,/^CSV-END$/d'
+  sed -n '/^CSV-BEGIN$/,/^CSV-END$/p' "$work/out.txt" | sed '1d;$d' > "$work/run.csv"
+  if [ -s "$work/run.csv" ] && "$top/build/tierctl" plot "$work/run.csv" -o "$work/run.png"; then
+    echo "demo: the same timeline as a PNG: $work/run.png (data: $work/run.csv)"
+  fi
 fi

@@ -509,21 +509,56 @@ static int cmd_plot(int argc, char **argv)
   if (text) fprintf(g, "set terminal dumb size 100,28 noenhanced\n");
   else fprintf(g, "set terminal pngcairo size 1000,560 noenhanced\n");
   if (strcmp(out, "-") != 0) fprintf(g, "set output '%s'\n", out);
-  fprintf(g, "set datafile separator ','\nset key %s\nset grid\n", text ? "top right" : "outside right");
+  fprintf(g, "set datafile separator ','\nset key %s\nset grid\n", text ? "below" : "outside right");
   fprintf(g, "set title \"%s\"\nset xlabel 'seconds'\nset ylabel 'MiB'\n", title + 2);
   fprintf(g, "lim(v) = v < 0 ? NaN : v / 1048576.0\n");
   fprintf(g, "array prev[%u]\ndo for [i=1:%u] { prev[i] = NaN }\n", ncol + 1, ncol + 1);
   fprintf(g, "upd(c, v, y) = (r = v > prev[c] ? y : NaN, prev[c] = v, r)\n");
+  /* Only the series with something to show: a limit that is set, moves
+   * that happened. */
+  bool set_high[TIER_MAX_TIERS] = { false }, set_max[TIER_MAX_TIERS] = { false };
+  bool grew[TIER_MAX_TIERS][3] = { { false } };
+  if (ntiers > TIER_MAX_TIERS) ntiers = TIER_MAX_TIERS;
+  f = fopen(in, "re");
+  char row[4096];
+  long long first[TIER_MAX_TIERS][3];
+  bool seen = false;
+  while (f && fgets(row, sizeof row, f)) {
+    if (row[0] == '#' || strncmp(row, "time_s", 6) == 0) continue;
+    char *c = strchr(row, ',');
+    for (unsigned t = 0; c && t < ntiers; t++) {
+      long long v[7];
+      for (unsigned k = 0; k < per; k++) {
+        v[k] = c ? strtoll(c + 1, &c, 10) : -1;
+        if (c && *c != ',') c = NULL;
+      }
+      set_high[t] |= v[2] >= 0;
+      set_max[t] |= v[3] >= 0;
+      for (unsigned k = 0; k < 3; k++) {
+        if (!seen) first[t][k] = v[4 + k];
+        else grew[t][k] |= v[4 + k] > first[t][k];
+      }
+    }
+    seen = true;
+  }
+  if (f) fclose(f);
+  static const char *const move_name[] = { "demoted", "promoted", "paged out" };
+  static const int move_pt[] = { 9, 8, 2 };
+  const char *sep = "";
   fprintf(g, "plot ");
   for (unsigned t = 0; t < ntiers; t++) {
     unsigned b = 2 + t * per;   /* resident's column, 1-based */
-    fprintf(g, "%s'%s' every ::1 using 1:(lim($%u)) with lines lw 2 lc %u title 'tier %u resident', ", t ? ", " : "",
-            in, b, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(lim($%u)) with steps dt 2 lc %u title 'tier %u high', ", b + 2, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(lim($%u)) with steps dt 3 lc %u title 'tier %u max', ", b + 3, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 9 ps 1.5 lc %u title 'tier %u demoted', ", b + 4, b + 4, b, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 8 ps 1.5 lc %u title 'tier %u promoted', ", b + 5, b + 5, b, t + 1, t);
-    fprintf(g, "'' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt 2 ps 1.5 lc %u title 'tier %u paged out'", b + 6, b + 6, b, t + 1, t);
+    fprintf(g, "%s'%s' every ::1 using 1:(lim($%u)) with lines lw 2 lc %u title 'tier %u resident'", sep, in, b,
+            t + 1, t);
+    sep = ", ";
+    if (set_high[t])
+      fprintf(g, ", '' every ::1 using 1:(lim($%u)) with steps dt 2 lc %u title 'tier %u high'", b + 2, t + 1, t);
+    if (set_max[t])
+      fprintf(g, ", '' every ::1 using 1:(lim($%u)) with steps dt 3 lc %u title 'tier %u max'", b + 3, t + 1, t);
+    for (unsigned k = 0; k < 3 && !text; k++)
+      if (grew[t][k])
+        fprintf(g, ", '' every ::1 using 1:(upd(%u, $%u, lim($%u))) with points pt %d ps 1.5 lc %u title 'tier %u %s'",
+                b + 4 + k, b + 4 + k, b, move_pt[k], t + 1, t, move_name[k]);
   }
   fprintf(g, "\n");
   fclose(g);
