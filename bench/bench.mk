@@ -11,15 +11,25 @@
 BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
 BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
 
-.PHONY: bench bench-progs bench-instructions bench-alloctime bench-reclaim
+.PHONY: bench bench-readme bench-progs bench-instructions bench-alloctime bench-reclaim
 bench-progs: $(BENCH_PROGS)
 
 $(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -ldl
 
+# The allocators users pick for speed, compared too (Debian packages).
+BENCH_PKGS := libmimalloc2.0 libtcmalloc-minimal4 libjemalloc2 libmemkind0 gnuplot-nox sqlite3
+
+# QUICK=1: the same in at most 5 minutes on 2 cores (5 rounds, smaller
+# workloads, no idle RSS). Writes bench/results/latest.{md,csv} and
+# latest-ratios.png; `make bench-readme` puts the CSV's table in the README.
 bench: $(BENCH_PROGS) $(B)/tests/progs/idle
-	bench/run --bin $(B)/bench --lib $(B)/libtiermalloc.so $(BENCH_ARGS)
+	@sh mk/deps.sh $(BENCH_PKGS)
+	bench/run --bin $(B)/bench --lib $(B)/libtiermalloc.so $(if $(QUICK),--quick) $(BENCH_ARGS)
+
+bench-readme:
+	bench/table bench/results/latest.csv --readme README.md
 
 # Instructions executed inside each allocator on the real programs
 # (callgrind; deterministic, one run each, a few minutes). Needs valgrind.
