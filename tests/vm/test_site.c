@@ -276,6 +276,15 @@ static void st_cold_site_goes_below(const char *call)
   char *argv[] = { (char *)vm_self(), NULL };
   vm_spawn(&child, argv, env, NULL, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&child, "ready", 120000), "%s", child.buf);
+  /* Sampling starts with the reclaim thread's first read of the bits: until
+   * then allocations are not sampled, and how much of the grow below fell
+   * before it was timing (in one CI run only 39 samples in 24 MiB, too few
+   * for the hot site to be tried within 10 s). A little first, until a
+   * sample is taken. */
+  for (int i = 0; i < 40 && st_kv(st_where_now(), "samples") == 0; i++) {
+    st_say_grow(2);
+    usleep(250 * 1000);
+  }
   st_say_grow(64);   /* 4 MiB hot, 20 MiB cold, interleaved */
   const char *l = st_until("apart", 2, 10000);
   cr_assert_geq(st_kv(l, "apart"), 2, "%s: both sites get chunks of their own within 10 s:\n%s", topo->name,
