@@ -161,6 +161,18 @@ static void stats_put_sites(stats_out_t *o, const tier_stats_t *s, bool json, bo
   if (json) stats_put(o, "]");
 }
 
+/* Which tier each per-tier field follows, for the text form's two tables:
+ * where the bytes are now (measured, or the tier each chunk is bound to),
+ * or the home tier (the address range). A field added to
+ * TIER_STATS_TIER_FIELDS without a line here does not compile. */
+enum { STATS_NOW, STATS_HOME };
+#define STATS_FOLLOWS_capacity STATS_NOW   /* the tier's own size */
+#define STATS_FOLLOWS_mapped STATS_HOME
+#define STATS_FOLLOWS_committed STATS_NOW
+#define STATS_FOLLOWS_used STATS_NOW
+#define STATS_FOLLOWS_allocated STATS_HOME
+#define STATS_FOLLOWS_resident STATS_NOW
+
 /* A JSON key: the field's name, with _bytes for a byte figure. */
 static void stats_put_key(stats_out_t *o, const char *sep, const char *name, const char *unit)
 {
@@ -192,16 +204,32 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
 #undef X
     stats_put(&o, ",\"tiers\":[");
   } else {
-    /* Which tier each column follows, said where it is shown: a chunk
-     * demoted from tier 0 keeps its allocated bytes there. */
+    /* First where the bytes are now against the limits, then the figures
+     * that follow the home tier (a chunk demoted from tier 0 keeps its
+     * allocated bytes there), each table saying which it is. */
     stats_put(&o, "tiermalloc: %u tier%s\n", s->ntiers, s->ntiers == 1 ? "" : "s");
-    stats_put(&o, "(resident: where the pages are now; committed, used: the tier each chunk is bound to now; "
-                  "mapped, allocated: the home tier, whose address range they came from)\n");
     stats_put(&o, "%-4s %-10s", "tier", "nodes");
-#define X(name, unit, doc) stats_put(&o, " %14s", #name);
+#define X(name, unit, doc) if (STATS_FOLLOWS_##name != STATS_HOME) stats_put(&o, " %14s", #name);
     TIER_STATS_TIER_FIELDS(X)
 #undef X
-    stats_put(&o, "\n");
+    stats_put(&o, " %14s %14s  (now: resident where the pages are, committed and used on the tier each chunk "
+                  "is bound to)\n", "high", "max");
+    for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
+      const tier_stats_tier_t *ti = &s->tier[t];
+      tm_nodelist_format((const tm_nodemask_t *)ti->nodes, nodes, sizeof nodes);
+      stats_put(&o, "%-4u %-10s", t, nodes);
+#define X(name, unit, doc) if (STATS_FOLLOWS_##name != STATS_HOME) stats_put_unit(&o, unit, ti->name);
+      TIER_STATS_TIER_FIELDS(X)
+#undef X
+      stats_put_limit(&o, false, ti->budget.high);
+      stats_put_limit(&o, false, ti->budget.max);
+      stats_put(&o, "\n");
+    }
+    stats_put(&o, "%-4s %-10s", "tier", "home");
+#define X(name, unit, doc) if (STATS_FOLLOWS_##name == STATS_HOME) stats_put(&o, " %14s", #name);
+    TIER_STATS_TIER_FIELDS(X)
+#undef X
+    stats_put(&o, "  (by home tier: the address range the memory came from, wherever it is now)\n");
   }
   for (unsigned t = 0; t < s->ntiers && t < TIER_MAX_TIERS; t++) {
     const tier_stats_tier_t *ti = &s->tier[t];
@@ -229,8 +257,8 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
                 tm_stats_budget_source_name(ti->budget.source),
                 ti->budget.max_not_held ? "false" : "true");
     } else {
-      stats_put(&o, "%-4u %-10s", t, nodes);
-#define X(name, unit, doc) stats_put_unit(&o, unit, ti->name);
+      stats_put(&o, "%-4u %-10s", t, "");
+#define X(name, unit, doc) if (STATS_FOLLOWS_##name == STATS_HOME) stats_put_unit(&o, unit, ti->name);
       TIER_STATS_TIER_FIELDS(X)
 #undef X
       stats_put(&o, "\n");

@@ -84,6 +84,17 @@ Test(stats_format, text_is_a_table_with_units)
   cr_expect(strstr(b.s, "512.0 MiB") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "1-2") != NULL);
   cr_expect(strstr(b.s, "1.500 ms") != NULL, "%s", b.s);
+  /* Where the bytes are now, against the limits, first; the home-tier
+   * figures apart, in a table that says so. */
+  const char *now = strstr(b.s, "\ntier nodes "), *home = strstr(b.s, "\ntier home ");
+  cr_assert(now && home && now < home, "%s", b.s);
+  const char *now_end = strchr(now + 1, '\n'), *home_end = strchr(home + 1, '\n');
+  cr_expect(strstr(now, "resident") < now_end && strstr(now, " high ") < now_end && strstr(now, " max ") < now_end,
+            "%s", b.s);
+  cr_expect(strstr(now, "allocated") > home && strstr(home, "allocated") < home_end, "%s", b.s);
+  cr_expect(strstr(home, "mapped") < home_end && strstr(home, "by home tier") < home_end, "%s", b.s);
+  cr_expect(strstr(b.s, "\n0    0               512.0 MiB       32.0 MiB       30.0 MiB        5.0 MiB       64.0 MiB      100.0 MiB\n")
+            != NULL, "tier 0 now: capacity, committed, used, resident, high, max: %s", b.s);
 }
 
 /* A max reclaim cannot hold is said where the max is shown, and in the state. */
