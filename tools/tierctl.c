@@ -215,6 +215,7 @@ static void write_stdout(void *arg, const char *buf, size_t len)
 static const char *human(uint64_t v, char *buf, size_t size)
 {
   if (v == TIER_UNLIMITED) snprintf(buf, size, "unlimited");
+  else if (v < 1024) snprintf(buf, size, "%llu B", (unsigned long long)v);
   else if (v < 1024 * 1024) snprintf(buf, size, "%.1f KiB", (double)v / 1024);
   else if (v < 1024ull * 1024 * 1024) snprintf(buf, size, "%.1f MiB", (double)v / MiB);
   else snprintf(buf, size, "%.2f GiB", (double)v / (MiB * 1024));
@@ -616,6 +617,54 @@ static bool swap_on(void)
   return n > 1;
 }
 
+/* Reads the options as the process read them: its TIERMALLOC_* variables
+ * (/proc/PID/environ, readable by its user and root). 0 or an errno. */
+static int explain_env_of(pid_t pid)
+{
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  FILE *f = fopen(path, "re");
+  if (!f) return errno;
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  static char *vars[256];
+  unsigned k = 0;
+  for (char *v = buf; v < buf + n && k < 255; v += strlen(v) + 1)
+    if (strncmp(v, "TIERMALLOC_", 11) == 0) vars[k++] = v;
+  vars[k] = NULL;
+  tm_options_init_from(vars, false);
+  return 0;
+}
+
+/* A directory whose proc/self is /proc/PID and whose sys is /sys: the
+ * cgroup module reads the process's cgroup through it as its own. */
+static int explain_root(pid_t pid, char *root, size_t size)
+{
+  snprintf(root, size, "/tmp/tierctl-root.XXXXXX");
+  if (!mkdtemp(root)) return errno;
+  char proc[96], self[96], target[64], sys[96];
+  snprintf(proc, sizeof proc, "%s/proc", root);
+  snprintf(self, sizeof self, "%s/proc/self", root);
+  snprintf(target, sizeof target, "/proc/%d", (int)pid);
+  snprintf(sys, sizeof sys, "%s/sys", root);
+  if (mkdir(proc, 0700) != 0 || symlink(target, self) != 0 || symlink("/sys", sys) != 0) return errno;
+  return 0;
+}
+
+static void explain_root_remove(const char *root)
+{
+  char p[96];
+  snprintf(p, sizeof p, "%s/proc/self", root);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/proc", root);
+  rmdir(p);
+  snprintf(p, sizeof p, "%s/sys", root);
+  unlink(p);
+  rmdir(root);
+}
+
 static int cmd_explain(int argc, char **argv)
 {
   pid_t pid = 0;
@@ -641,20 +690,39 @@ static int cmd_explain(int argc, char **argv)
     if (topo.tier[t].kernel_tier >= 0) printf(", the kernel's memory_tier%d", topo.tier[t].kernel_tier);
     printf("\n");
   }
+  tm_cgroup_limits_t cg;
+  tm_budgets_t b;
+  char root[64] = "";
+  bool known = true;   /* the cgroup's limits were read */
   if (pid) {
     printf("budgets of process %u (%s), cgroup %s, as it published them:\n", r.pid, r.command,
            r.stats.cgroup[0] ? r.stats.cgroup : "(none)");
     for (unsigned t = 0; t < r.stats.ntiers && t < TIER_MAX_TIERS; t++) {
       const tier_stats_tier_t *ti = &r.stats.tier[t];
-      char a[32], b[32], c[32], d[32];
-      printf("  tier %u: min %s, low %s, high %s, max %s (from %s)\n", t, human(ti->budget.min, a, sizeof a),
-             human(ti->budget.low, b, sizeof b), human(ti->budget.high, c, sizeof c),
-             human(ti->budget.max, d, sizeof d), tm_stats_budget_source_name(ti->budget.source));
+      char a1[32], b1[32], c1[32], d1[32];
+      printf("  tier %u: min %s, low %s, high %s, max %s (from %s)\n", t, human(ti->budget.min, a1, sizeof a1),
+             human(ti->budget.low, b1, sizeof b1), human(ti->budget.high, c1, sizeof c1),
+             human(ti->budget.max, d1, sizeof d1), tm_stats_budget_source_name(ti->budget.source));
+    }
+    /* The reasons: derived again as the process derives them, from its own
+     * TIERMALLOC_* (/proc/PID/environ) and its cgroup, read through a root
+     * whose proc/self is /proc/PID. */
+    if (explain_env_of(pid) == 0 && explain_root(pid, root, sizeof root) == 0) {
+      tm_cgroup_read(root, &cg);
+      tm_budget_derive(&topo, &cg, &b);
+      printf("why (derived again now from its environment and cgroup %s):\n", cg.path[0] ? cg.path : "(none)");
+      for (int t = 0; t < topo.ntiers; t++)
+        for (unsigned l = 0; l < TM_LIMIT_COUNT; l++) {
+          char line[512];
+          printf("  tier %d: %s\n", t, tm_budget_explain(&b, (unsigned)t, l, line, sizeof line));
+        }
+      explain_root_remove(root);
+    } else {
+      printf("why: its environment and cgroup cannot be read from here (another user's process?)\n");
+      known = false;
     }
   } else {
-    tm_cgroup_limits_t cg;
     tm_cgroup_read("", &cg);
-    tm_budgets_t b;
     tm_budget_derive(&topo, &cg, &b);
     printf("budgets a process started here gets (%s %s, this environment's TIERMALLOC_*):\n",
            tm_cgroup_version_name(cg.version), cg.path[0] ? cg.path : "");
@@ -664,6 +732,8 @@ static int cmd_explain(int argc, char **argv)
         printf("  tier %d: %s\n", t, tm_budget_explain(&b, (unsigned)t, l, line, sizeof line));
       }
     }
+  }
+  if (known) {
     bool limited = false;
     for (unsigned l = 0; l < TM_LIMIT_COUNT; l++) limited |= cg.limit[l] != TM_CGROUP_UNLIMITED && cg.limit[l] != 0;
     if (!limited) warn_line("the cgroup sets no memory limit: no budget comes from it (set memory.high or memory.max, "
@@ -671,12 +741,15 @@ static int cmd_explain(int argc, char **argv)
   }
   printf("checks:\n");
   int warned = 0;
-  if (topo.ntiers == 1 && topo.source != TM_TOPO_SINGLE) {
+  int nnodes = 0;
+  for (int t = 0; t < topo.ntiers; t++) nnodes += topo.tier[t].nnodes;
+  if (nnodes == 1) printf("  one NUMA node: one tier, nothing to place (the tiered VM: tests/vm/run)\n");
+  if (topo.ntiers == 1 && nnodes > 1) {
     warn_line("one tier only: every node is in the same kernel memory tier, so there is nothing to place "
               "(TIERMALLOC_TIERS names tiers by hand)");
     warned++;
   }
-  if (topo.source == TM_TOPO_CPU_FALLBACK) {
+  if (topo.source == TM_TOPO_CPU_FALLBACK && nnodes > 1) {
     warn_line("the kernel puts all nodes in one memory tier; tiermalloc guessed: CPU nodes on top, CPU-less nodes below");
     warned++;
   }

@@ -448,3 +448,22 @@ Test(tierctl, records_of_another_pid_namespace_are_left_alone)
   waitpid(other, NULL, 0);
   cr_expect_eq(access(rec, F_OK), 0, "the namespace's live record was removed as stale");
 }
+
+/* explain PID gives each budget of that process its reason, derived again
+ * from the process's own environment and cgroup. */
+Test(tierctl, explain_a_process_gives_each_budget_its_reason)
+{
+  pid_t pid = tc_start(4, 30, "", "TIERMALLOC_TOPTIER_MAX=1G");
+  char pids[16];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  spawn_result_t r = tc_tierctl((const char *[]){ "explain", pids, NULL });
+  cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
+  char want[96];
+  snprintf(want, sizeof want, "\nbudgets of process %d (live_hold), cgroup ", (int)pid);
+  cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "  tier 0: min 0 B, low 0 B, high unlimited, max 1.00 GiB (from env)\n") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "\nwhy (derived again now from its environment and cgroup ") != NULL, "%s", r.out);
+  cr_expect(strstr(r.out, "  tier 0: max 1.00 GiB = TIERMALLOC_TOPTIER_MAX\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}

@@ -664,6 +664,13 @@ RC_TEST(tierctl_records_the_timeline_across_a_budget_change_and_plots_it)
               "%s: tier %d: tierctl %.1f MiB, the heap's pages there (move_pages) %.1f MiB", topo->name, t,
               MIB(said), MIB(heap));
   }
+  /* explain PID: tier 0's high, and why, from the cgroup's lowered memory.high. */
+  char *ex_argv[] = { tierctl, "explain", pid, NULL };
+  cr_expect_eq(vm_run(ex_argv, NULL, out, sizeof out), 0, "%s", out);
+  char why[160];
+  snprintf(why, sizeof why, "  tier 0: high %s", "");
+  cr_expect(strstr(out, why) != NULL && strstr(out, " memory.high ") != NULL,
+            "%s: explain gives tier 0's high from memory.high:\n%s", topo->name, out);
   kill(rec.pid, SIGINT);
   cr_expect_eq(vm_proc_wait(&rec), 0, "tierctl record: %s", rec.buf);
   FILE *f = fopen(csv, "r");
