@@ -124,7 +124,9 @@ static int live_create_locked(void)
   long page = sysconf(_SC_PAGESIZE);
   size_t size = (sizeof(tier_live_t) + (size_t)page - 1) & ~((size_t)page - 1);
   void *p = MAP_FAILED;
-  if (ftruncate(fd, (off_t)size) != 0) err = errno;
+  /* The pages allocated now (fallocate), not at the first write: a full
+   * tmpfs would otherwise answer that write with SIGBUS. */
+  if (fallocate(fd, 0, 0, (off_t)size) != 0) err = errno;
   else if ((p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED) err = errno;
   close(fd);
   if (err != 0) {

@@ -467,3 +467,32 @@ Test(tierctl, explain_a_process_gives_each_budget_its_reason)
   spawn_free(&r);
   tc_stop(pid);
 }
+
+/* A record directory that is full (a tmpfs without room): the program runs
+ * on, with one warning line, rather than taking SIGBUS at the record's
+ * first write. */
+Test(tierctl, a_full_record_directory_costs_one_warning_not_a_crash)
+{
+  if (geteuid() != 0) cr_skip_test("needs root to mount a small tmpfs");
+  char dir[96], cmd[320], lib[PATH_MAX];
+  cr_assert_not_null(realpath(TC_LIB, lib));
+  snprintf(dir, sizeof dir, "%s/full", tc_dir);
+  cr_assert_eq(mkdir(dir, 0755), 0);
+  snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=4k tmpfs %s && dd if=/dev/zero of=%s/fill bs=4k count=1 2>/dev/null",
+           dir, dir);
+  if (system(cmd) != 0) cr_skip_test("cannot mount a tmpfs here");
+  char env_dir[128], env_pre[PATH_MAX + 16];
+  snprintf(env_dir, sizeof env_dir, "TIERMALLOC_LIVE_DIR=%s", dir);
+  snprintf(env_pre, sizeof env_pre, "LD_PRELOAD=%s", lib);
+  char *argv[] = { "/bin/echo", "ran", NULL };
+  char *env[] = { env_dir, env_pre, NULL };
+  spawn_result_t r = spawn_run(argv, env, NULL, 30);
+  snprintf(cmd, sizeof cmd, "umount %s", dir);
+  if (system(cmd) != 0) cr_log_warn("umount %s failed", dir);
+  cr_expect(WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "status %d: %s", r.status, r.errout);
+  cr_expect_str_eq(r.out, "ran\n");
+  cr_expect(strstr(r.errout, "tiermalloc: cannot publish live stats in ") == r.errout &&
+            strstr(r.errout, "(No space left on device); tierctl will not see this process\n") != NULL &&
+            strchr(r.errout, '\n') == r.errout + r.err_len - 1, "one line: %s", r.errout);
+  spawn_free(&r);
+}
