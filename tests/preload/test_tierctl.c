@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "png.h"
 #include "spawn.h"
 
 #define TC_LIB "build/libtiermalloc.so"
@@ -327,15 +328,7 @@ Test(tierctl, a_recorded_timeline_plots_to_a_png)
   r = tc_tierctl((const char *[]){ "plot", csv, "-o", png, NULL });
   cr_expect_eq(tc_exit(&r), 0, "%s", r.errout);
   spawn_free(&r);
-  f = fopen(png, "rb");
-  cr_assert_not_null(f, "no %s", png);
-  unsigned char magic[8] = { 0 };
-  cr_expect_eq(fread(magic, 1, 8, f), 8);
-  fclose(f);
-  cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
-  struct stat st;
-  cr_assert_eq(stat(png, &st), 0);
-  cr_expect_gt(st.st_size, 10000, "a PNG of %lld bytes: a blank image?", (long long)st.st_size);
+  expect_png(png);
 }
 
 /* tierctl top in a real terminal (tmux): its screen shows the process, it

@@ -37,6 +37,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "png.h"
 #include "vmtest.h"
 
 #define MIB(x) ((double)(x) / VM_MIB)
@@ -711,15 +712,7 @@ RC_TEST(tierctl_records_the_timeline_across_a_budget_change_and_plots_it)
               lowered_at, under_at - lowered_at);
   char *plot_argv[] = { tierctl, "plot", csv, "-o", png, NULL };
   cr_expect_eq(vm_run(plot_argv, NULL, out, sizeof out), 0, "%s", out);
-  f = fopen(png, "rb");
-  cr_assert_not_null(f, "no %s", png);
-  unsigned char magic[8] = { 0 };
-  cr_expect_eq(fread(magic, 1, 8, f), 8);
-  fclose(f);
-  cr_expect(memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0, "not a PNG");
-  struct stat pst;
-  cr_assert_eq(stat(png, &pst), 0);
-  cr_expect_gt(pst.st_size, 10000, "a PNG of %lld bytes: a blank image?", (long long)pst.st_size);
+  expect_png(png);
   unlink(csv);
   unlink(png);
 }

@@ -13,7 +13,7 @@ VM_TOPOLOGIES ?= 2tier 3tier flat wide
 VM_QEMU    ?= qemu-system-x86_64
 
 .PHONY: test-vm
-$(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(B)/libtiermalloc.so
+$(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(wildcard tests/*.h) $(B)/libtiermalloc.so
 	@mkdir -p $(@D)
 	$(CC) $(TEST_FLAGS) -Itests/vm -o $@ $(VM_SRC) -L$(B) -ltiermalloc -Wl,-rpath,'$$ORIGIN/..' \
 	  $(CRIT_LIBS) $(LIBS) -lnuma
