@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "account.h"
+#include "clock.h"
 #include "je.h"
 #include "log.h"
 #include "notify.h"
@@ -71,13 +72,6 @@ static bool bg_tick_due(void)
   return t && t->due();
 }
 
-static uint64_t bg_now(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void *rc_main(void *arg)
 {
   (void)arg;
@@ -91,11 +85,11 @@ static void *rc_main(void *arg)
   pthread_mutex_lock(&rc_mu);
   while (!rc_stop) {
     pthread_mutex_unlock(&rc_mu);
-    if (bg_now() >= next_pass) {
+    if (tm_clock_ns(CLOCK_MONOTONIC) >= next_pass) {
       uint64_t w = tm_reclaim_pass();
-      next_pass = bg_now() + w;
+      next_pass = tm_clock_ns(CLOCK_MONOTONIC) + w;
     }
-    uint64_t live = bg_tick(true), now = bg_now();
+    uint64_t live = bg_tick(true), now = tm_clock_ns(CLOCK_MONOTONIC);
     uint64_t wait = next_pass > now ? next_pass - now : 0;
     if (live < wait) wait = live;
     int woke = watching ? tm_watch_wait(wait) : -1;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 #include "options.h"
 
@@ -225,13 +226,6 @@ static _Atomic uint64_t budget_read_ns;          /* when the cgroup was last rea
 static const tm_topology_t *budget_topo;
 static char budget_root[128];
 
-static uint64_t budget_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Derives from a fresh read of the cgroup and publishes. Under budget_lock. */
 static void budget_load_locked(void)
 {
@@ -253,7 +247,7 @@ static void budget_load_locked(void)
     }
     atomic_store_explicit(&budget_place_now[t], place, memory_order_relaxed);
   }
-  atomic_store_explicit(&budget_read_ns, budget_now_ns(), memory_order_relaxed);
+  atomic_store_explicit(&budget_read_ns, tm_clock_ns(CLOCK_MONOTONIC_COARSE), memory_order_relaxed);
 }
 
 void tm_budget_init(const tm_topology_t *topo, const char *root)
@@ -268,7 +262,7 @@ void tm_budget_init(const tm_topology_t *topo, const char *root)
 static void budget_refresh_older(uint64_t age_ns)
 {
   if (budget_topo == NULL) return;
-  uint64_t now = budget_now_ns();
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC_COARSE);
   if (now - atomic_load_explicit(&budget_read_ns, memory_order_relaxed) < age_ns) return;
   if (pthread_mutex_trylock(&budget_lock) != 0) return;
   tm_log_quiet_repeats(true);

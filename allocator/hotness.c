@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "kfile.h"
 #include "log.h"
 #include "migrate.h"
@@ -38,13 +39,6 @@ static struct {
   uint32_t split_seen[TM_HOTNESS_SAMPLE_MAX], seen_mask[TM_HOTNESS_SAMPLE_MAX];
   bool split_read[TM_HOTNESS_SAMPLE_MAX];
 } hn = { .source = HN_COMMIT_AGE };
-
-static uint64_t hn_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 void tm_hotness_tick(void)
 {
@@ -420,7 +414,7 @@ uint64_t tm_hotness_read_due(void)
 bool tm_hotness_scan(tm_scan_pace_t pace)
 {
   if (hn.source != HN_ACCESSED) return false;
-  uint64_t now = hn_now_ns();
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC);
   bool ok, first = false;
   if (hn.read_due_ns) {
     /* A window is open: the bits are read at its end, not before. */

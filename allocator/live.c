@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "background.h"
+#include "clock.h"
 #include "liverec.h"
 #include "log.h"
 #include "options.h"
@@ -51,20 +52,6 @@ static uint64_t live_signature(const tier_stats_t *s)
     sig += (t + 1) * s->tier[t].committed + s->tier[t].reclaim.demoted + s->tier[t].reclaim.promoted +
            s->tier[t].reclaim.pageout;
   return sig;
-}
-
-/* The pid namespace this process's pids are in, as a record names it. */
-static uint64_t live_pid_ns(void)
-{
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
-static uint64_t live_clock(clockid_t id)
-{
-  struct timespec ts;
-  clock_gettime(id, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Removes this user's records whose process is gone. A process killed, or
@@ -137,7 +124,7 @@ static int live_create_locked(void)
   live_size = size;
   live_pid = getpid();
   tier_live_t *r = live_rec;
-  uint64_t ns = live_pid_ns();
+  uint64_t ns = tm_liverec_pid_ns();
   r->version = TIER_LIVE_VERSION;
   r->pid_ns = ns;
   r->size = sizeof *r;
@@ -153,10 +140,19 @@ static int live_create_locked(void)
   return 0;
 }
 
+/* Under live_mu: *s's resident bytes were measured at `now`, with the memory
+ * as live_signature(s) says. */
+static void live_measured_locked(const tier_stats_t *s, uint64_t now)
+{
+  live_sig = live_signature(s);
+  live_measured_ns = now;
+  live_resident_real_ns = tm_clock_ns(CLOCK_REALTIME);
+}
+
 /* Under live_mu: one seqlock write of *s. */
 static void live_store_locked(const tier_stats_t *s, uint32_t publisher, uint64_t interval_ns)
 {
-  tm_liverec_write(live_rec, s, publisher, live_clock(CLOCK_REALTIME), live_resident_real_ns,
+  tm_liverec_write(live_rec, s, publisher, tm_clock_ns(CLOCK_REALTIME), live_resident_real_ns,
                    interval_ns);
   if (s != &live_last) live_last = *s;
 }
@@ -200,28 +196,23 @@ void tm_live_init(void)
   live_wanted = true;
   static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped };
   tm_background_set_tick(&tick);
+  atomic_store_explicit(&live_next_ns, tm_clock_ns(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
+  /* The record is made by this first publication, which says so (STARTUP). */
   tier_stats_t s;
   tm_stats_snapshot(&s, NULL);
-  pthread_mutex_lock(&live_mu);
-  live_measured_ns = live_clock(CLOCK_MONOTONIC);
-  live_resident_real_ns = live_clock(CLOCK_REALTIME);
-  live_sig = live_signature(&s);
-  uint32_t publisher = TIER_LIVE_STARTUP;
-  if (live_ready_locked(&publisher)) live_store_locked(&s, publisher, 0);
-  atomic_store_explicit(&live_next_ns, live_measured_ns + live_interval_ns, memory_order_relaxed);
-  pthread_mutex_unlock(&live_mu);
+  tm_live_publish(&s);
 }
 
 bool tm_live_due(void)
 {
   return atomic_load_explicit(&live_wanted, memory_order_relaxed) &&
-         live_clock(CLOCK_MONOTONIC_COARSE) >= atomic_load_explicit(&live_next_ns, memory_order_relaxed);
+         tm_clock_ns(CLOCK_MONOTONIC_COARSE) >= atomic_load_explicit(&live_next_ns, memory_order_relaxed);
 }
 
 uint64_t tm_live_tick(bool on_thread)
 {
   if (!live_wanted && live_rec == NULL) return UINT64_MAX;
-  uint64_t now = live_clock(CLOCK_MONOTONIC);
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC);
   uint64_t next = atomic_load_explicit(&live_next_ns, memory_order_relaxed);
   if (now < next) return next - now;
   pthread_mutex_lock(&live_mu);
@@ -238,9 +229,7 @@ uint64_t tm_live_tick(bool on_thread)
     bool changed = sig > live_sig + LIVE_CHANGED || sig + LIVE_CHANGED < live_sig;
     if (since >= 50 * s.resident_sample_ns && (changed || since >= LIVE_RESIDENT_EVERY_NS)) {
       tm_stats_resident(&s);
-      live_sig = sig;
-      live_measured_ns = now;
-      live_resident_real_ns = live_clock(CLOCK_REALTIME);
+      live_measured_locked(&s, now);
     }
     live_store_locked(&s, publisher, on_thread ? live_interval_ns : 0);
   }
@@ -264,9 +253,7 @@ int tm_live_publish(const tier_stats_t *s)
   uint32_t publisher = TIER_LIVE_DEMAND;
   int err = ENOENT;
   if (live_ready_locked(&publisher)) {
-    live_measured_ns = live_clock(CLOCK_MONOTONIC);
-    live_resident_real_ns = live_clock(CLOCK_REALTIME);
-    live_sig = live_signature(s);
+    live_measured_locked(s, tm_clock_ns(CLOCK_MONOTONIC));
     live_store_locked(s, publisher, live_rec->interval_ns);
     err = 0;
   }
@@ -305,6 +292,6 @@ static void live_postfork_child(void)
   live_rec = NULL;
   /* Not at once: a child that execs within the interval (a shell's) leaves
    * no record behind; exec runs no exit handler. */
-  atomic_store_explicit(&live_next_ns, live_clock(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
+  atomic_store_explicit(&live_next_ns, tm_clock_ns(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
   live_measured_ns = 0;
 }

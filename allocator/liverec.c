@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void tm_liverec_write(tier_live_t *r, const tier_stats_t *s, uint32_t publisher,
                       uint64_t published_ns, uint64_t resident_ns, uint64_t interval_ns)
@@ -40,4 +41,10 @@ int tm_liverec_read(const volatile tier_live_t *r, uint64_t size, tier_live_t *o
     return 0;
   }
   return EAGAIN;
+}
+
+uint64_t tm_liverec_pid_ns(void)
+{
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }

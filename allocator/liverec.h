@@ -1,8 +1,9 @@
 /*
- * liverec: the live record's seqlock (tier_live_t, include/tiermalloc.h):
- * one writer's update, and a reader's consistent copy. Pure: no I/O, no
- * allocation, no lock; the writer (live.c) serialises its own writes, and
- * a reader (tierctl, in another process) never makes the writer wait.
+ * liverec: what the writer (live.c) and a reader (tierctl, in another
+ * process) of the live record (tier_live_t, include/tiermalloc.h) must agree
+ * on: its seqlock (one writer's update, a reader's consistent copy; no
+ * allocation, no lock: the writer serialises its own writes, and a reader
+ * never makes it wait) and how a record names its pid namespace.
  */
 #ifndef TM_LIVEREC_H
 #define TM_LIVEREC_H
@@ -21,5 +22,9 @@ void tm_liverec_write(tier_live_t *r, const tier_stats_t *s, uint32_t publisher,
  * attempts; EPROTO when it is not a record (magic) or of another version,
  * or shorter than a tier_live_t (truncated). */
 int tm_liverec_read(const volatile tier_live_t *r, uint64_t size, tier_live_t *out, unsigned tries);
+
+/* The calling process's pid namespace as a record's pid_ns names it (the
+ * inode of /proc/self/ns/pid); 0 when unknown. */
+uint64_t tm_liverec_pid_ns(void);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "budget.h"
 #include "chunkmap.h"
+#include "clock.h"
 #include "hotness.h"
 #include "kfile.h"
 #include "log.h"
@@ -135,13 +136,6 @@ static void rc_add(_Atomic uint64_t *v, uint64_t n)
 {
   atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
                         memory_order_relaxed);
-}
-
-static uint64_t rc_now(clockid_t clock)
-{
-  struct timespec ts;
-  clock_gettime(clock, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* The hysteresis of a limit: RECLAIM_HYSTERESIS of it, at least one chunk. */
@@ -1192,7 +1186,7 @@ static bool rc_due(uint64_t now)
  * of it while idle), read once a wake. */
 static void rc_cpu_account(void)
 {
-  uint64_t c = rc_now(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t c = tm_clock_ns(CLOCK_THREAD_CPUTIME_ID);
   if (rc.cpu_seen && c > rc.cpu_seen) rc_add(&rc_cpu_ns, c - rc.cpu_seen);
   rc.cpu_seen = c;
 }
@@ -1242,8 +1236,8 @@ static void rc_scan_hotness(tm_scan_pace_t pace)
 
 uint64_t tm_reclaim_pass(void)
 {
-  uint64_t now = rc_now(CLOCK_MONOTONIC);
-  if (!rc.cpu_seen) rc.cpu_seen = rc_now(CLOCK_THREAD_CPUTIME_ID);
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC);
+  if (!rc.cpu_seen) rc.cpu_seen = tm_clock_ns(CLOCK_THREAD_CPUTIME_ID);
   tm_hotness_tick();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {

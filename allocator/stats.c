@@ -12,6 +12,7 @@
 #include "account.h"
 #include "budget.h"
 #include "chunkmap.h"
+#include "clock.h"
 #include "log.h"
 #include "options.h"
 #include "outfile.h"
@@ -22,23 +23,16 @@
 #include "startup.h"
 #include "statsfmt.h"
 
-static uint64_t stats_now_ns(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int tm_stats_resident(tier_stats_t *s)
 {
   tm_resident_t res = {0};
   int err = 0;
-  uint64_t t0 = stats_now_ns();
+  uint64_t t0 = tm_clock_ns(CLOCK_MONOTONIC);
   if (tm_ranges.n > 0) {
     uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
     err = tm_resident_measure("/proc/self/numa_maps", tm_topology(), tm_ranges.base, hi, &res);
   }
-  s->resident_sample_ns = stats_now_ns() - t0;
+  s->resident_sample_ns = tm_clock_ns(CLOCK_MONOTONIC) - t0;
   for (unsigned t = 0; t < TIER_MAX_TIERS; t++) s->tier[t].resident = t < s->ntiers ? res.tier[t] : 0;
   s->resident_other = res.other;
   return err;

@@ -73,32 +73,36 @@ typedef enum {
   RD_FOREIGN, /* written in another pid namespace: its pid means another process here */
 } rd_t;
 
-/* This process's pid namespace, as records name theirs. */
-static uint64_t own_pid_ns(void)
-{
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
 
-/* Does /proc/pid/maps map the file (dev, ino)? 1 yes, 0 no (or no such
- * process), -1 cannot tell (no permission). */
-static int proc_maps_file(pid_t pid, dev_t dev, ino_t ino)
+/* Does a line of /proc/pid/maps satisfy hit? 1 yes, 0 no (or no such
+ * process: a zombie's or an exiting process's maps read empty), -1 cannot
+ * tell (no permission). */
+static int proc_maps_any(pid_t pid, bool (*hit)(const char *line, const void *arg), const void *arg)
 {
   char path[64], line[4096];
   snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
   FILE *f = fopen(path, "re");
   if (!f) return errno == ENOENT || errno == ESRCH ? 0 : -1;
   int found = 0;
-  while (!found && fgets(line, sizeof line, f)) {
-    unsigned maj, min;
-    unsigned long long inode;
-    if (sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3 && inode == (unsigned long long)ino &&
-        makedev(maj, min) == dev)
-      found = 1;
-  }
-  /* A process whose maps read empty is a zombie or exiting: gone. */
+  while (!found && fgets(line, sizeof line, f)) found = hit(line, arg);
   fclose(f);
   return found;
+}
+
+/* A mapping of the file whose stat is *arg (dev and inode). */
+static bool maps_file(const char *line, const void *arg)
+{
+  const struct stat *st = arg;
+  unsigned maj, min;
+  unsigned long long inode;
+  return sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3 &&
+         inode == (unsigned long long)st->st_ino && makedev(maj, min) == st->st_dev;
+}
+
+static bool maps_tiermalloc(const char *line, const void *arg)
+{
+  (void)arg;
+  return strstr(line, "libtiermalloc") != NULL;
 }
 
 static rd_t read_record(pid_t pid, tier_live_t *out)
@@ -123,28 +127,15 @@ static rd_t read_record(pid_t pid, tier_live_t *out)
   munmap(p, (size_t)st.st_size);
   if (err == EAGAIN) return RD_BUSY;
   if (err != 0 || out->pid != (uint32_t)pid) return RD_BAD;
-  uint64_t ns = own_pid_ns();
+  uint64_t ns = tm_liverec_pid_ns();
   if (out->pid_ns != 0 && ns != 0 && out->pid_ns != ns) return RD_FOREIGN;
-  if (proc_maps_file(pid, st.st_dev, st.st_ino) == 0) {
+  if (proc_maps_any(pid, maps_file, &st) == 0) {
     unlink(path);   /* the directory's sticky bit lets its owner (or root) do it */
     return RD_STALE;
   }
   return RD_OK;
 }
 
-/* Does the process map libtiermalloc at all? For the message about a pid
- * without a record. */
-static bool proc_has_tiermalloc(pid_t pid)
-{
-  char path[64], line[4096];
-  snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
-  FILE *f = fopen(path, "re");
-  if (!f) return false;
-  bool yes = false;
-  while (!yes && fgets(line, sizeof line, f)) yes = strstr(line, "libtiermalloc") != NULL;
-  fclose(f);
-  return yes;
-}
 
 static int explain_rd(pid_t pid, rd_t r)
 {
@@ -162,7 +153,8 @@ static int explain_rd(pid_t pid, rd_t r)
   case RD_NONE: break;
   }
   if (access(proc, F_OK) != 0) return fail("no process %d", (int)pid);
-  if (proc_has_tiermalloc(pid))
+  /* Does the process map libtiermalloc at all? */
+  if (proc_maps_any(pid, maps_tiermalloc, NULL) == 1)
     return fail("process %d runs tiermalloc but publishes no record (TIERMALLOC_LIVE_MS=0, secure execution, "
                 "or another TIERMALLOC_LIVE_DIR than %s)", (int)pid, live_dir());
   return fail("process %d does not run tiermalloc", (int)pid);
