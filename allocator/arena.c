@@ -194,7 +194,7 @@ int tm_arenas_init(unsigned ntiers)
   if (err) return err;
   /* Arena 0 exists already; the others get their hooks as threads arrive
    * (tm_arena_thread_bind), so a single-threaded program pays for two
-   * arenas, not 4 per CPU (each costs a 2 MiB metadata block and page
+   * arenas, not one per CPU (each costs a 2 MiB metadata block and page
    * faults at start-up). */
   err = arena_hook(0);
   if (err) return err;

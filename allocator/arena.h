@@ -63,7 +63,7 @@ void tm_arena_thread_exit(struct tm_thread_s *t);
  * first jemalloc call, which is when jemalloc picks its arena: hooks enough
  * automatic arenas that jemalloc's pick is always a hooked one. jemalloc
  * creates arena k+1 only when arenas 0..k all have threads, so one hooked
- * arena more than the threads seen so far suffices (4 per CPU at most). */
+ * arena more than the threads seen so far suffices (opt.narenas at most). */
 void tm_arena_thread_bind(void);
 
 /* Fork child: the hook-installation lock may have been held by a gone thread. */

@@ -58,7 +58,7 @@ typedef enum tm_option_secure_e {
   TM_TIER_BUDGET_OPTIONS(X, 4) TM_TIER_BUDGET_OPTIONS(X, 5) TM_TIER_BUDGET_OPTIONS(X, 6) \
   TM_TIER_BUDGET_OPTIONS(X, 7) \
   X(RESERVE,           TM_OPT_SIZE,   "1T",    NULL,               TM_OPT_SECURE_KEEP, "address space reserved for each tier (costs no memory)") \
-  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,               TM_OPT_SECURE_KEEP, "number of automatic arenas; 0: jemalloc's default (4 per CPU)") \
+  X(NARENAS,           TM_OPT_UINT,   "0",     NULL,               TM_OPT_SECURE_KEEP, "number of automatic arenas; 0: one per CPU the process may run on") \
   X(DIRTY_DECAY_MS,    TM_OPT_UINT,   "10000", NULL,               TM_OPT_SECURE_KEEP, "ms before unused dirty pages are returned to the kernel") \
   X(BACKGROUND_THREAD, TM_OPT_ENUM,   "auto",  "auto|on|off",      TM_OPT_SECURE_KEEP, "jemalloc's background thread returns unused pages instead of the threads that free them; auto: started when the process runs a second thread or its heap first grows past 64 MiB (so freed memory goes back within the decay time even when the program stops calling the allocator), and again in a fork child; a small single-threaded program gets no extra thread; stopped when the last thread that allocated ends, so it never keeps a process alive") \
   X(THP,               TM_OPT_ENUM,   "auto",  "auto|always|never", TM_OPT_SECURE_KEEP, "transparent huge pages (MADV_HUGEPAGE) for the tier ranges; auto: for extents of 4 MiB and more (an arena's growth once it holds about 11 MiB, and large blocks), so a small program keeps its small footprint; never: as the system's THP setting decides") \
