@@ -14,11 +14,13 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "spawn.h"
@@ -575,6 +577,63 @@ Test(preload, bad_option_warns_once_and_changes_nothing, .timeout = 60)
             bad.errout, want);
   spawn_free(&base);
   spawn_free(&bad);
+}
+
+/* The jemalloc settings of the last process of `argv` run with env
+ * (TIERMALLOC_VERBOSE=1; taskset is preloaded too, then execs): its verbose
+ * line "tiermalloc: jemalloc: <conf>" into conf. No other line from jemalloc
+ * (it reports a setting it refuses through that prefix). */
+static void preload_je_conf(char **argv, char **env, char *conf, size_t size)
+{
+  spawn_result_t r = spawn_run(argv, env, NULL, PRELOAD_RUN_TIMEOUT);
+  char st[128];
+  cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "%s: %s", argv[0],
+            spawn_status_str(&r, st, sizeof st));
+  static const char tag[] = "tiermalloc: jemalloc: ", head[] = "oversize_threshold:";
+  unsigned found = 0, other = 0;
+  for (char *line = r.errout; line && *line;) {
+    char *end = strchr(line, '\n');
+    size_t len = end ? (size_t)(end - line) : strlen(line);
+    if (len > sizeof tag - 1 && strncmp(line, tag, sizeof tag - 1) == 0) {
+      const char *v = line + sizeof tag - 1;
+      if (strncmp(v, head, sizeof head - 1) == 0) {
+        found++;
+        snprintf(conf, size, "%.*s", (int)(len - (sizeof tag - 1)), v);
+      } else {
+        other++;
+      }
+    }
+    line = end ? end + 1 : NULL;
+  }
+  cr_assert(found > 0 && other == 0, "want the settings line and no other from jemalloc: \"%s\"", r.errout);
+  spawn_free(&r);
+}
+
+/* One automatic arena per CPU the process may run on (fewer arenas hold
+ * fewer partly used slabs: bench/README.md), TIERMALLOC_NARENAS overriding
+ * it, and the thread caches' slots; jemalloc takes them without a word. */
+Test(preload, automatic_arenas_are_one_per_cpu_the_process_may_run_on, .timeout = 60)
+{
+  PRELOAD_REQUIRE_LIB(ld);
+  PRELOAD_REQUIRE_TOOL(taskset, "taskset");
+  PRELOAD_REQUIRE_TOOL(truebin, "true");
+  cpu_set_t set;
+  cr_assert_eq(sched_getaffinity(0, sizeof set, &set), 0);
+  char want[64], conf[512];
+  char *env[] = { "TIERMALLOC_VERBOSE=1", ld, NULL };
+  char *argv[] = { truebin, NULL };
+  preload_je_conf(argv, env, conf, sizeof conf);
+  snprintf(want, sizeof want, ",narenas:%d,", CPU_COUNT(&set));
+  cr_expect(strstr(conf, want) != NULL, "settings \"%s\", want %s (CPU_COUNT of the affinity mask)", conf, want);
+  cr_expect(strstr(conf, "tcache_nslots_small_max:64,tcache_nslots_small_min:8") != NULL, "settings \"%s\"", conf);
+
+  char *one_argv[] = { taskset, "-c", "0", truebin, NULL };
+  preload_je_conf(one_argv, env, conf, sizeof conf);
+  cr_expect(strstr(conf, ",narenas:1,") != NULL, "under taskset -c 0: settings \"%s\"", conf);
+
+  char *set_env[] = { "TIERMALLOC_VERBOSE=1", "TIERMALLOC_NARENAS=3", ld, NULL };
+  preload_je_conf(one_argv, set_env, conf, sizeof conf);
+  cr_expect(strstr(conf, ",narenas:3,") != NULL, "TIERMALLOC_NARENAS=3: settings \"%s\"", conf);
 }
 
 /* ---- security ------------------------------------------------------------ */
