@@ -9,7 +9,7 @@
 # `make bench-alloctime` runs bench/alloctime (perf-sampled time per allocator).
 
 BENCH_CFLAGS := $(CFLAGS) -std=gnu11 -Wall -Wextra -pthread
-BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/timeit
+BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/stress $(B)/bench/timeit
 
 .PHONY: bench bench-readme bench-progs bench-instructions bench-alloctime bench-reclaim
 bench-progs: $(BENCH_PROGS)

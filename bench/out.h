@@ -11,16 +11,27 @@
 #include <string.h>
 #include <unistd.h>
 
-static void say(const char *s)
+static void say_to(int fd, const char *s)
 {
 	size_t n = strlen(s);
 	while (n > 0) {
-		ssize_t w = write(1, s, n);
+		ssize_t w = write(fd, s, n);
 		if (w <= 0)
 			return;
 		s += w;
 		n -= (size_t)w;
 	}
+}
+
+static void say(const char *s)
+{
+	say_to(1, s);
+}
+
+/* A failure, on stderr: bench/run shows its last line. */
+static inline void complain(const char *s)
+{
+	say_to(2, s);
 }
 
 /* Prints the shared object the program's malloc resolved to (--which: checks
