@@ -14,7 +14,7 @@ BENCH_PROGS  := $(B)/bench/pairloop $(B)/bench/churn $(B)/bench/stress $(B)/benc
 .PHONY: bench bench-readme bench-progs bench-instructions bench-alloctime bench-reclaim
 bench-progs: $(BENCH_PROGS)
 
-$(B)/bench/%: bench/%.c bench/out.h bench/bench.mk
+$(B)/bench/%: bench/%.c bench/out.h bench/rand.h bench/bench.mk
 	@mkdir -p $(@D)
 	$(CC) $(BENCH_CFLAGS) -o $@ $< -ldl
 

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "out.h"
+#include "rand.h"
 
 #define BATCH 64
 #define LIVE 256
@@ -60,17 +61,6 @@ struct worker {
 	int bad;
 };
 
-
-static uint64_t next_rand(uint64_t *s)
-{
-	/* xorshift64* */
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
 
 static size_t pick_size(uint64_t *s)
 {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "out.h"
+#include "rand.h"
 
 #define BLOCKS 1000
 #define POOL 4096
@@ -49,17 +50,6 @@ struct worker {
 	size_t misaligned_first;                /* the first one's alignment */
 	int bad;                                /* a block lost or overwritten */
 };
-
-static uint64_t next_rand(uint64_t *s)
-{
-	/* xorshift64* */
-	uint64_t x = *s;
-	x ^= x >> 12;
-	x ^= x << 25;
-	x ^= x >> 27;
-	*s = x;
-	return x * 0x2545F4914F6CDD1DULL;
-}
 
 static size_t pick_size(uint64_t r)
 {
