@@ -92,9 +92,31 @@ void *tm_shim_malloc_at(size_t size, const void *ra)
   SHIM_SITED(1, size, 0, 0, ra, tmje_malloc(size));
 }
 
+/* The largest small size class of jemalloc (4 KiB pages): blocks up to it
+ * come from slabs, above it from extents of their own. */
+#define SHIM_SMALL_MAX ((size_t)14336)
+
+/* An aligned block from jemalloc. A small size class holds each block at
+ * the alignment of its size's lowest set bit, and jemalloc serves an aligned
+ * request of a small size from the class of the size rounded up to the
+ * alignment (its arena_palloc): malloc of that size is the same block,
+ * through the thread cache's fast path instead of mallocx's slow one (780
+ * instructions a call in bench/stress). Checked, not assumed: a block off
+ * its alignment goes back, and mallocx serves the request. */
+static inline void *shim_aligned_je(size_t size, size_t align)
+{
+  if (align <= SHIM_PAGE && size <= SHIM_SMALL_MAX) {
+    size_t r = (size + align - 1) & ~(align - 1);
+    void *p = tmje_malloc(r ? r : align);
+    if (tm_likely(((uintptr_t)p & (align - 1)) == 0)) return p;   /* NULL too */
+    tmje_free(p);
+  }
+  return tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align));
+}
+
 static void *shim_aligned_raw(size_t align, size_t size, const void *ra)
 {
-  SHIM_SITED(1, size, 0, align, ra, tmje_mallocx(size ? size : 1, MALLOCX_ALIGN(align)));
+  SHIM_SITED(1, size, 0, align, ra, shim_aligned_je(size, align));
 }
 
 /* mallocx does not promise errno; the malloc family does. */

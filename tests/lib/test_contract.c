@@ -443,6 +443,36 @@ Test(contract, aligned_alloc_powers_of_two)
   }
 }
 
+/* Every small size class under every alignment up to two pages, blocks held
+ * together so they come from shared slabs: aligned, at least as large as
+ * asked, and no two overlapping (the shim serves these through malloc's
+ * fast path, shim/malloc.c). */
+Test(contract, small_aligned_blocks_in_every_size_class)
+{
+  enum { MAXN = 2400 };
+  static struct { unsigned char *p; size_t n; } held[MAXN];
+  for (size_t align = 8; align <= 8192; align <<= 1) {
+    size_t k = 0;
+    for (size_t size = 0; size <= 16384 && k < MAXN; size += size < 512 ? 1 : size < 2048 ? 8 : 56) {
+      void *p = NULL;
+      int rc = (size & 1) ? posix_memalign(&p, contract_opaque(align), contract_opaque(size))
+                          : ((p = aligned_alloc(contract_opaque(align), contract_opaque(size))) ? 0 : ENOMEM);
+      cr_assert_eq(rc, 0, "align %zu size %zu: %d", align, size, rc);
+      cr_assert(contract_aligned(p, align), "align %zu size %zu: %p", align, size, p);
+      cr_assert_geq(malloc_usable_size(p), size, "align %zu size %zu", align, size);
+      memset(p, (int)(k & 0xff), size);
+      held[k].p = p;
+      held[k++].n = size;
+    }
+    for (size_t i = 0; i < k; i++) {
+      for (size_t j = 0; j < held[i].n; j++)
+        if (held[i].p[j] != (unsigned char)(i & 0xff))
+          cr_assert_fail("align %zu: block %zu (%zu B) overwritten at %zu", align, i, held[i].n, j);
+      free(held[i].p);
+    }
+  }
+}
+
 Test(contract, aligned_alloc_bad_alignment)
 {
   /* An alignment above SIZE_MAX/2+1 cannot be honoured: NULL and EINVAL,
