@@ -660,6 +660,20 @@ static uint64_t node_memtotal(int n)
 }
 
 
+/* The process's anonymous memory in huge pages (smaps_rollup), bytes. */
+static uint64_t thp_bytes(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
+	if (fd < 0) return 0;
+	ssize_t k = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (k <= 0) return 0;
+	buf[k] = 0;
+	char *p = strstr(buf, "AnonHugePages:");
+	return p ? strtoull(p + 14, NULL, 10) * 1024 : 0;
+}
+
 static int mode_cgburst(const char *cg)
 {
 	uint64_t cap0 = node_memtotal(0), cap1 = node_memtotal(1);
@@ -671,7 +685,7 @@ static int mode_cgburst(const char *cg)
 	blocks_alloc(&burst, burst_mib * MIB, MIB, 5000);
 	sleep_ns(300000000);
 	stats();
-	uint64_t used_before = st_used0();
+	uint64_t used_before = st_used0(), thp_before = thp_bytes();
 	/* memory.high H such that H x cap0 / (cap0 + cap1) = high_mib. */
 	uint64_t target = high_mib * MIB;
 	uint64_t H = (uint64_t)((unsigned __int128)target * (cap0 + cap1) / cap0);
@@ -684,9 +698,10 @@ static int mode_cgburst(const char *cg)
 	if (cg_write_high(cg, file, H) != 0) die("cannot write %s/%s", cg, file);
 	poll_t r = poll_until(t0, scaled, scaled, 20);
 	printf("RESULT cgburst limit=%s cap0=%llu cap1=%llu high_start=%llu memory_high=%llu scaled_high=%llu"
-	       " used_before=%llu",
+	       " used_before=%llu thp_before=%llu",
 	       file, (unsigned long long)cap0, (unsigned long long)cap1, (unsigned long long)high_start,
-	       (unsigned long long)H, (unsigned long long)scaled, (unsigned long long)used_before);
+	       (unsigned long long)H, (unsigned long long)scaled, (unsigned long long)used_before,
+	       (unsigned long long)thp_before);
 	poll_print(&r);
 	where_print("steady", &steady, 1000);
 	where_print("burst", &burst, 5000);
