@@ -532,6 +532,7 @@ typedef struct poll_s {
 	double seen_ms, first_demote_ms, under_ms, last_demote_ms;
 	uint64_t demoted, failed, used_peak, used_end, high_end, cpu_ns, polls;
 	uint64_t poll_ns, numa_maps_ns;   /* in tier_stats_get; of which its resident measurement */
+	uint64_t demoted_first;           /* already demoted at first_demote_ms: not within the span */
 } poll_t;
 
 static int watch_max;             /* cgburst --limit memory.max */
@@ -560,7 +561,7 @@ static int poll_read(poll_t *r, uint64_t *at)
 
 static poll_t poll_until(uint64_t t0, uint64_t target, uint64_t expect_high, double timeout_s)
 {
-	poll_t r = { -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+	poll_t r = { -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	if (stats() != 0) return r;
 	uint64_t d0 = st_demoted(), f0 = st_failed(), c0 = st_cpu(), dprev = d0;
 	uint64_t deadline = t0 + (uint64_t)(timeout_s * 1e9);
@@ -572,7 +573,10 @@ static poll_t poll_until(uint64_t t0, uint64_t target, uint64_t expect_high, dou
 		if (u > r.used_peak) r.used_peak = u;
 		uint64_t lim = watch_max ? st_max0() : st_high0();
 		if (r.seen_ms < 0 && expect_high && lim <= expect_high) r.seen_ms = at;
-		if (r.first_demote_ms < 0 && d > d0) r.first_demote_ms = at;
+		if (r.first_demote_ms < 0 && d > d0) {
+			r.first_demote_ms = at;
+			r.demoted_first = d - d0;
+		}
 		if (d > dprev) r.last_demote_ms = at;
 		dprev = d;
 		if (u <= target) {
@@ -616,13 +620,13 @@ static void poll_print(const poll_t *r)
 {
 	printf(" budget_seen_ms=%.1f first_demote_ms=%.1f under_ms=%.1f last_demote_ms=%.1f"
 	       " demoted=%llu failed=%llu used_peak=%llu used_end=%llu high_end=%llu"
-	       " reclaim_cpu_ns=%llu polls=%llu poll_ns=%llu numa_maps_ns=%llu",
+	       " reclaim_cpu_ns=%llu polls=%llu poll_ns=%llu numa_maps_ns=%llu demoted_first=%llu",
 	       r->seen_ms, r->first_demote_ms, r->under_ms, r->last_demote_ms,
 	       (unsigned long long)r->demoted, (unsigned long long)r->failed,
 	       (unsigned long long)r->used_peak, (unsigned long long)r->used_end,
 	       (unsigned long long)r->high_end, (unsigned long long)r->cpu_ns,
 	       (unsigned long long)r->polls, (unsigned long long)r->poll_ns,
-	       (unsigned long long)r->numa_maps_ns);
+	       (unsigned long long)r->numa_maps_ns, (unsigned long long)r->demoted_first);
 }
 
 static void where_print(const char *name, const blocks_t *b, uint64_t seed)
