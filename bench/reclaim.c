@@ -213,7 +213,7 @@ static int stats(void)
 /* The live record (include/tiermalloc.h), mapped once: the cgburst poll reads
  * its copy of the stats every 10 ms. tier_stats_get measures resident (a walk
  * of the page tables, /proc/self/numa_maps) at each call: 4-7 ms under TCG,
- * so a 10 ms poll of it took 30-65 % of the guest's CPU (its two vCPUs share
+ * so a 10 ms poll of it took 48-74 % of the guest's time (its two vCPUs share
  * one host thread) and the mmap lock from the very demotion it timed. */
 static const tier_live_t *live_rec;
 
