@@ -772,6 +772,25 @@ static uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, 
   return want;
 }
 
+/* After a pass that demoted from tier t: more of it can go now, and the
+ * next pass follows at once instead of a period later. It is still above
+ * max (hard_left), or still draining above high less the hysteresis with
+ * the rate's allowance for another chunk by the next pass, which accrues
+ * what the pass took (the rate holds: the allowance only grows with time).
+ * A burst was drained over several passes with RECLAIM_PERIOD_MIN_MS
+ * between them: a pass stops short of the last chunk or two (it counts a
+ * chunk's moved pages where they are more than its used), or spends the
+ * allowance it started with, and each wait was 100 ms of a 400 ms drain. */
+static bool rc_more_now(unsigned t, bool hard_left)
+{
+  if (hard_left) return true;
+  uint64_t high = tm_budget_get(t, TM_LIMIT_HIGH);
+  if (!rc.draining[t] || high == TM_BUDGET_UNLIMITED) return false;
+  uint64_t next = rc.allowance[t], hyst = rc_hysteresis(high);
+  rc_accrue(&next, rc.rate, tm_clock_ns(CLOCK_MONOTONIC) - rc.last_full_ns);
+  return next >= TM_CHUNK_SIZE && tm_policy_used(t) > (high > hyst ? high - hyst : 0);
+}
+
 /* Resident bytes of tier t that pageout may take (UINT64_MAX: all): min and
  * low protect the tier from pageout as from demotion (low only while its
  * nodes have free memory). */
@@ -1256,7 +1275,7 @@ uint64_t tm_reclaim_pass(void)
   bool shared = false;
   for (unsigned t = 0; t + 1 < rc.ntiers && !shared; t++) shared = rc_shared(t);
   if (shared && (!rc_cgroup_has_others() || !rc_cgroup_anon(anon))) shared = false;
-  bool over = false, more = false, paging = false;
+  bool over = false, more = false, paging = false, again = false;
   int state = TIER_RECLAIM_IDLE;
   for (unsigned i = 0; i < s.nstray; i++) {
     tm_migrate_counts_t n = {0};
@@ -1293,6 +1312,7 @@ uint64_t tm_reclaim_pass(void)
     uint64_t done = rc_act(&s, t, want, room, false, wait ? hard : UINT64_MAX);
     if (wait && done < want) rc.want_bits = true;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
+    if (done && rc_more_now(t, hard > done)) again = true;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
@@ -1364,7 +1384,10 @@ uint64_t tm_reclaim_pass(void)
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
    * read all the time from data written once before. */
+  bool bits_wanted = rc.want_bits;
   rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
+  /* Demotion waited for this read: what it held back may go now. */
+  if (bits_wanted && !rc.want_bits) again = true;
   /* Short while anything moves, and while chunks wait to be read per piece:
    * each read then comes on time (at a period of 1 s, reads per piece came
    * every 0.8-1.7 s at a 500 ms interval). */
@@ -1373,7 +1396,7 @@ uint64_t tm_reclaim_pass(void)
                   : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);
   rc_cpu_account();
-  return rc_wait(now);
+  return again ? 0 : rc_wait(now);
 }
 
 void tm_reclaim_woken(void)

@@ -73,8 +73,10 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root);
  * on) and TIERMALLOC_RECLAIM is not off: the thread is worth running. */
 bool tm_reclaim_needed(void);
 
-/* One pass; returns the nanoseconds to wait before the next. Only the
- * reclaim thread calls it. */
+/* One pass; returns the nanoseconds to wait before the next: 0 when more
+ * can be demoted now (a tier still above max, or draining above high within
+ * the rate, after a pass that demoted; or the accessed bits demotion waited
+ * for were just read). Only the reclaim thread calls it. */
 uint64_t tm_reclaim_pass(void);
 
 /* A write to a watched limit file woke the thread (watch.h): the next pass

@@ -28,9 +28,11 @@
  *       large at start): allocates steady + burst MiB of 1 MiB blocks, written
  *       (all on tier 0), then writes the cgroup's memory.high (or max) so
  *       that its scaled top-tier share (x node0 / (node0 + node1) MemTotal) is
- *       --high MiB, and polls tier_stats_get every 10 ms until tier 0's used
- *       <= that share; then where the pages are (move_pages) and whether the
- *       data is intact.
+ *       --high MiB, and polls its live record (tiermalloc.h) every 10 ms
+ *       until tier 0's used <= that share, and on until demotion has stopped
+ *       for 300 ms (run it with TIERMALLOC_LIVE_MS=10; without a record it
+ *       polls tier_stats_get); then where the pages are (move_pages) and
+ *       whether the data is intact.
  *   reclaim moverate [--mib M]
  *       move_pages(2) of M MiB of anonymous memory from node 0 to node 1
  *       (4 KiB pages, then with MADV_HUGEPAGE), and mbind(MPOL_MF_MOVE).
@@ -208,6 +210,45 @@ static int stats(void)
 
 #if TIER_STATS_VERSION >= 3
 #define HAVE_RECLAIM_STATS 1
+/* The live record (include/tiermalloc.h), mapped once: the cgburst poll reads
+ * its copy of the stats every 10 ms. tier_stats_get measures resident (a walk
+ * of the page tables, /proc/self/numa_maps) at each call: 4-7 ms under TCG,
+ * so a 10 ms poll of it took 48-74 % of the guest's time (its two vCPUs share
+ * one host thread) and the mmap lock from the very demotion it timed. */
+static const tier_live_t *live_rec;
+
+static int live_open(void)
+{
+	const char *dir = getenv("TIERMALLOC_LIVE_DIR");
+	char path[512];
+	snprintf(path, sizeof path, "%s/%s%d", dir && *dir ? dir : "/dev/shm", TIER_LIVE_PREFIX, (int)getpid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) return -1;
+	void *m = mmap(NULL, sizeof(tier_live_t), PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m == MAP_FAILED) return -1;
+	live_rec = m;
+	return live_rec->magic == TIER_LIVE_MAGIC && live_rec->version == TIER_LIVE_VERSION &&
+	       live_rec->size == sizeof(tier_live_t) ? 0 : -1;
+}
+
+/* Fills stats_buf from the live record (a seqlock read); *published: its
+ * CLOCK_REALTIME. 0, or -1 when there is no usable record. */
+static int live_stats(uint64_t *published)
+{
+	if (!live_rec) return -1;
+	for (int tries = 0; tries < 1000; tries++) {
+		uint64_t s1 = __atomic_load_n(&live_rec->seq, __ATOMIC_ACQUIRE);
+		if (s1 & 1) continue;
+		memcpy(&stats_buf, (const void *)&live_rec->stats, sizeof stats_buf);
+		*published = live_rec->published_ns;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&live_rec->seq, __ATOMIC_RELAXED) == s1)
+			return stats_buf.version == TIER_STATS_VERSION ? 0 : -1;
+	}
+	return -1;
+}
+
 static uint64_t st_demoted(void) { return stats_buf.tier[0].reclaim.demoted; }
 static uint64_t st_failed(void) { return stats_buf.tier[0].reclaim.failed; }
 static uint64_t st_passes(void) { return stats_buf.reclaim_passes; }
@@ -490,26 +531,52 @@ static int mode_lat(void)
 typedef struct poll_s {
 	double seen_ms, first_demote_ms, under_ms, last_demote_ms;
 	uint64_t demoted, failed, used_peak, used_end, high_end, cpu_ns, polls;
+	uint64_t poll_ns, numa_maps_ns;   /* in tier_stats_get; of which its resident measurement */
+	uint64_t demoted_first;           /* already demoted at first_demote_ms: not within the span */
 } poll_t;
 
 static int watch_max;             /* cgburst --limit memory.max */
 
+/* The stats for a poll: from the live record when there is one (each figure
+ * timed by its publication), else tier_stats_get (timed by the call). *at:
+ * CLOCK_MONOTONIC of the figures. */
+static int poll_read(poll_t *r, uint64_t *at)
+{
+	uint64_t t = now_ns(), pub;
+	struct timespec rt;
+	if (live_stats(&pub) == 0) {
+		clock_gettime(CLOCK_REALTIME, &rt);
+		uint64_t rt_ns = (uint64_t)rt.tv_sec * 1000000000ull + (uint64_t)rt.tv_nsec;
+		uint64_t age = rt_ns > pub ? rt_ns - pub : 0;
+		*at = t > age ? t - age : t;
+	} else {
+		*at = t;
+		if (stats() != 0) return -1;
+		r->numa_maps_ns += stats_buf.resident_sample_ns;
+	}
+	r->poll_ns += now_ns() - t;
+	r->polls++;
+	return 0;
+}
+
 static poll_t poll_until(uint64_t t0, uint64_t target, uint64_t expect_high, double timeout_s)
 {
-	poll_t r = { -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0 };
+	poll_t r = { -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
 	if (stats() != 0) return r;
 	uint64_t d0 = st_demoted(), f0 = st_failed(), c0 = st_cpu(), dprev = d0;
 	uint64_t deadline = t0 + (uint64_t)(timeout_s * 1e9);
 	for (;;) {
-		uint64_t t = now_ns();
-		if (stats() != 0) break;
-		r.polls++;
-		double at = ms(t - t0);
+		uint64_t t = now_ns(), fig;
+		if (poll_read(&r, &fig) != 0) break;
+		double at = fig > t0 ? ms(fig - t0) : 0;
 		uint64_t u = st_used0(), d = st_demoted();
 		if (u > r.used_peak) r.used_peak = u;
 		uint64_t lim = watch_max ? st_max0() : st_high0();
 		if (r.seen_ms < 0 && expect_high && lim <= expect_high) r.seen_ms = at;
-		if (r.first_demote_ms < 0 && d > d0) r.first_demote_ms = at;
+		if (r.first_demote_ms < 0 && d > d0) {
+			r.first_demote_ms = at;
+			r.demoted_first = d - d0;
+		}
 		if (d > dprev) r.last_demote_ms = at;
 		dprev = d;
 		if (u <= target) {
@@ -521,15 +588,30 @@ static poll_t poll_until(uint64_t t0, uint64_t target, uint64_t expect_high, dou
 		uint64_t t2 = now_ns();
 		if (next > t2) sleep_ns(next - t2);
 	}
-	/* Settle: demotion still in flight shows up in the next stats. */
-	sleep_ns(300000000);
+	/* Settle: demotion goes on below the limit (down to high less the
+	 * hysteresis), still polled every 10 ms until the count has not moved
+	 * for 300 ms, so last_demote_ms is a poll's that saw it move (a single
+	 * 300 ms sleep here put the whole sleep into the span of every run that
+	 * demoted past the limit: all of them). */
+	for (uint64_t still = now_ns(), stop = now_ns() + 5000000000ull;;) {
+		uint64_t t = now_ns(), fig;
+		if (poll_read(&r, &fig) != 0) break;
+		uint64_t d = st_demoted();
+		if (d > dprev) {
+			r.last_demote_ms = fig > t0 ? ms(fig - t0) : 0;
+			still = t;
+		}
+		dprev = d;
+		if (t - still >= 300000000 || t > stop) break;
+		uint64_t next = t + 10000000, t2 = now_ns();
+		if (next > t2) sleep_ns(next - t2);
+	}
 	if (stats() == 0) {
 		r.demoted = st_demoted() - d0;
 		r.failed = st_failed() - f0;
 		r.cpu_ns = st_cpu() - c0;
 		r.used_end = st_used0();
 		r.high_end = watch_max ? st_max0() : st_high0();
-		if (st_demoted() > dprev) r.last_demote_ms = ms(now_ns() - t0);
 	}
 	return r;
 }
@@ -538,12 +620,13 @@ static void poll_print(const poll_t *r)
 {
 	printf(" budget_seen_ms=%.1f first_demote_ms=%.1f under_ms=%.1f last_demote_ms=%.1f"
 	       " demoted=%llu failed=%llu used_peak=%llu used_end=%llu high_end=%llu"
-	       " reclaim_cpu_ns=%llu polls=%llu",
+	       " reclaim_cpu_ns=%llu polls=%llu poll_ns=%llu numa_maps_ns=%llu demoted_first=%llu",
 	       r->seen_ms, r->first_demote_ms, r->under_ms, r->last_demote_ms,
 	       (unsigned long long)r->demoted, (unsigned long long)r->failed,
 	       (unsigned long long)r->used_peak, (unsigned long long)r->used_end,
 	       (unsigned long long)r->high_end, (unsigned long long)r->cpu_ns,
-	       (unsigned long long)r->polls);
+	       (unsigned long long)r->polls, (unsigned long long)r->poll_ns,
+	       (unsigned long long)r->numa_maps_ns, (unsigned long long)r->demoted_first);
 }
 
 static void where_print(const char *name, const blocks_t *b, uint64_t seed)
@@ -581,6 +664,20 @@ static uint64_t node_memtotal(int n)
 }
 
 
+/* The process's anonymous memory in huge pages (smaps_rollup), bytes. */
+static uint64_t thp_bytes(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
+	if (fd < 0) return 0;
+	ssize_t k = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (k <= 0) return 0;
+	buf[k] = 0;
+	char *p = strstr(buf, "AnonHugePages:");
+	return p ? strtoull(p + 14, NULL, 10) * 1024 : 0;
+}
+
 static int mode_cgburst(const char *cg)
 {
 	uint64_t cap0 = node_memtotal(0), cap1 = node_memtotal(1);
@@ -592,20 +689,23 @@ static int mode_cgburst(const char *cg)
 	blocks_alloc(&burst, burst_mib * MIB, MIB, 5000);
 	sleep_ns(300000000);
 	stats();
-	uint64_t used_before = st_used0();
+	uint64_t used_before = st_used0(), thp_before = thp_bytes();
 	/* memory.high H such that H x cap0 / (cap0 + cap1) = high_mib. */
 	uint64_t target = high_mib * MIB;
 	uint64_t H = (uint64_t)((unsigned __int128)target * (cap0 + cap1) / cap0);
 	H = (H + 4095) & ~4095ull;
 	uint64_t scaled = (uint64_t)((unsigned __int128)H * cap0 / (cap0 + cap1));
 	const char *file = watch_max ? "memory.max" : "memory.high";
+	if (live_open() != 0)
+		fprintf(stderr, "NOTE no live record: polling tier_stats_get (its numa_maps read slows demotion)\n");
 	uint64_t t0 = now_ns();
 	if (cg_write_high(cg, file, H) != 0) die("cannot write %s/%s", cg, file);
 	poll_t r = poll_until(t0, scaled, scaled, 20);
 	printf("RESULT cgburst limit=%s cap0=%llu cap1=%llu high_start=%llu memory_high=%llu scaled_high=%llu"
-	       " used_before=%llu",
+	       " used_before=%llu thp_before=%llu",
 	       file, (unsigned long long)cap0, (unsigned long long)cap1, (unsigned long long)high_start,
-	       (unsigned long long)H, (unsigned long long)scaled, (unsigned long long)used_before);
+	       (unsigned long long)H, (unsigned long long)scaled, (unsigned long long)used_before,
+	       (unsigned long long)thp_before);
 	poll_print(&r);
 	where_print("steady", &steady, 1000);
 	where_print("burst", &burst, 5000);

@@ -258,7 +258,7 @@ Test(reclaim, above_high_moves_at_the_rate_down_to_the_hysteresis)
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM_RATE=40M",
                   "TIERMALLOC_RECLAIM_HYSTERESIS=4M", NULL };
   rt_limits(env);
-  tm_reclaim_pass();
+  cr_expect_gt(tm_reclaim_pass(), 0, "the rate's allowance spent: the next pass waits");
   cr_expect_eq(used0 - tm_policy_used(0), 4 * MiB, "moved %llu MiB",
                (unsigned long long)((used0 - tm_policy_used(0)) / MiB));
   cr_expect_eq(rt_stats().reclaim_state, TIER_RECLAIM_DEMOTING);
@@ -1116,6 +1116,25 @@ Test(reclaim, above_high_chunks_seen_in_the_last_interval_wait_for_the_next_read
     tm_reclaim_pass();
   }
   cr_expect_lt(tm_policy_used(0), before - 6 * TM_CHUNK_SIZE, "demoted once the bits were read: %llu KiB",
+               (unsigned long long)(tm_policy_used(0) >> 10));
+  rt_free(p, 16);
+}
+
+Test(reclaim, the_pass_after_the_read_demotion_waited_for_comes_at_once)
+{
+  void *p[16];
+  rt_all_seen(p, "TIERMALLOC_TOPTIER_HIGH");
+  uint64_t before = tm_policy_used(0);
+  cr_expect_gt(tm_reclaim_pass(), 0, "nothing to do before the read");
+  uint64_t wait = 1;
+  for (int i = 0; i < 4 && wait != 0 && tm_policy_used(0) == before; i++) {
+    usleep(110 * 1000);
+    wait = tm_reclaim_pass();
+  }
+  cr_expect_eq(wait, 0, "the pass that read the bits asks for the next at once");
+  cr_expect_eq(tm_policy_used(0), before, "nothing demoted before the read");
+  tm_reclaim_pass();
+  cr_expect_lt(tm_policy_used(0), before - 6 * TM_CHUNK_SIZE, "demoted by the very next pass: %llu KiB",
                (unsigned long long)(tm_policy_used(0) >> 10));
   rt_free(p, 16);
 }
