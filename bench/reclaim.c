@@ -649,33 +649,31 @@ static void settle(void)
 	}
 }
 
-static uint64_t node_memtotal(int n)
+/* The "key: N kB" figure of a /proc or /sys file, in bytes; 0 if absent. */
+static uint64_t file_kb(const char *path, const char *key)
 {
-	char path[96], buf[4096];
-	snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", n);
+	char buf[4096];
 	int fd = open(path, O_RDONLY);
 	if (fd < 0) return 0;
 	ssize_t k = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	if (k <= 0) return 0;
 	buf[k] = 0;
-	char *p = strstr(buf, "MemTotal:");
-	return p ? strtoull(p + 9, NULL, 10) * 1024 : 0;
+	char *p = strstr(buf, key);
+	return p ? strtoull(p + strlen(key), NULL, 10) * 1024 : 0;
 }
 
+static uint64_t node_memtotal(int n)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/sys/devices/system/node/node%d/meminfo", n);
+	return file_kb(path, "MemTotal:");
+}
 
 /* The process's anonymous memory in huge pages (smaps_rollup), bytes. */
 static uint64_t thp_bytes(void)
 {
-	char buf[4096];
-	int fd = open("/proc/self/smaps_rollup", O_RDONLY);
-	if (fd < 0) return 0;
-	ssize_t k = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (k <= 0) return 0;
-	buf[k] = 0;
-	char *p = strstr(buf, "AnonHugePages:");
-	return p ? strtoull(p + 14, NULL, 10) * 1024 : 0;
+	return file_kb("/proc/self/smaps_rollup", "AnonHugePages:");
 }
 
 static int mode_cgburst(const char *cg)
