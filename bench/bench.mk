@@ -49,9 +49,10 @@ bench-alloctime:
 # `make bench`, it does not rebuild the library: run `make` first.
 # reclaim-tm links libtiermalloc.so; reclaim-plain links no allocator (glibc,
 # or Debian's jemalloc preloaded).
-$(B)/bench/reclaim-tm: bench/reclaim.c include/tiermalloc.h bench/bench.mk
+# It reads its live record with liverec.c's seqlock reader, compiled in.
+$(B)/bench/reclaim-tm: bench/reclaim.c allocator/liverec.c allocator/liverec.h include/tiermalloc.h bench/bench.mk
 	@mkdir -p $(@D)
-	$(CC) $(BENCH_CFLAGS) -Iinclude -o $@ $< -L$(B) -ltiermalloc -Wl,-rpath,$(abspath $(B)) -lnuma -ldl
+	$(CC) $(BENCH_CFLAGS) -Iinclude -Iallocator -o $@ $< allocator/liverec.c -L$(B) -ltiermalloc -Wl,-rpath,$(abspath $(B)) -lnuma -ldl
 
 $(B)/bench/reclaim-plain: bench/reclaim.c bench/bench.mk
 	@mkdir -p $(@D)

@@ -62,6 +62,7 @@
 #include <unistd.h>
 
 #ifndef RECLAIM_PLAIN
+#include "liverec.h"
 #include "tiermalloc.h"
 #endif
 
@@ -228,25 +229,21 @@ static int live_open(void)
 	close(fd);
 	if (m == MAP_FAILED) return -1;
 	live_rec = m;
-	return live_rec->magic == TIER_LIVE_MAGIC && live_rec->version == TIER_LIVE_VERSION &&
-	       live_rec->size == sizeof(tier_live_t) ? 0 : -1;
+	static tier_live_t probe;
+	return tm_liverec_read(live_rec, sizeof *live_rec, &probe, 1000) == 0 && probe.size == sizeof probe ? 0 : -1;
 }
 
-/* Fills stats_buf from the live record (a seqlock read); *published: its
- * CLOCK_REALTIME. 0, or -1 when there is no usable record. */
+/* Fills stats_buf from the live record (the writer's seqlock, read as
+ * tierctl reads it: allocator/liverec.h); *published: its CLOCK_REALTIME.
+ * 0, or -1 when there is no usable record. */
 static int live_stats(uint64_t *published)
 {
-	if (!live_rec) return -1;
-	for (int tries = 0; tries < 1000; tries++) {
-		uint64_t s1 = __atomic_load_n(&live_rec->seq, __ATOMIC_ACQUIRE);
-		if (s1 & 1) continue;
-		memcpy(&stats_buf, (const void *)&live_rec->stats, sizeof stats_buf);
-		*published = live_rec->published_ns;
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(&live_rec->seq, __ATOMIC_RELAXED) == s1)
-			return stats_buf.version == TIER_STATS_VERSION ? 0 : -1;
-	}
-	return -1;
+	static tier_live_t copy;
+	if (!live_rec || tm_liverec_read(live_rec, sizeof *live_rec, &copy, 1000) != 0) return -1;
+	if (copy.size != sizeof copy || copy.stats.version != TIER_STATS_VERSION) return -1;
+	stats_buf = copy.stats;
+	*published = copy.published_ns;
+	return 0;
 }
 
 static uint64_t st_demoted(void) { return stats_buf.tier[0].reclaim.demoted; }
