@@ -134,13 +134,18 @@ static int os_where(void *const *pages, int n, int *node)
   return r < 0 ? errno : 0;
 }
 
+/* A positive return from move_pages counts pages it could not move (one
+ * held by a pipe, or under I/O); the kernel then stops, and leaves the status
+ * of the batch that failed and of every page after it unwritten, so where
+ * reads them all again. */
 static int os_push(void *const *pages, int n, int node, int *status)
 {
   int nodes[((size_t)1 << TM_OS_CHUNK_SHIFT) / 4096];   /* a chunk's pages at most */
   if (n < 0 || (size_t)n > sizeof nodes / sizeof *nodes) return EINVAL;
   for (int i = 0; i < n; i++) nodes[i] = node;
   long r = syscall(SYS_move_pages, 0, (unsigned long)n, pages, nodes, status, MPOL_MF_MOVE);
-  return r < 0 ? errno : 0;
+  if (r < 0) return errno;
+  return r > 0 ? os_where(pages, n, status) : 0;
 }
 
 #ifndef MADV_PAGEOUT

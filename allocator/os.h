@@ -53,7 +53,8 @@ typedef struct tm_os_s {
    * target): the kernel allocates there or fails, splitting a huge page it
    * cannot place whole, where a move by policy (move) may take its new page
    * from any node when `nodes` cannot give one at once. status[i]: the node
-   * after, or a negative errno. May be NULL in a double (not used then). */
+   * after, or a negative errno, for every page, also when some could not
+   * move. May be NULL in a double (not used then). */
   int (*push)(void *const *pages, int n, int node, int *status);
   /* Asks the kernel to page out [p, p+size) now (MADV_PAGEOUT): to swap for
    * anonymous memory, nothing at all when there is no swap. */

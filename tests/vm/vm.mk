@@ -1,6 +1,8 @@
 # The tiered-VM tests (included by the top Makefile).
 #   build/tests/vmtest  tests/vm/*.c, Criterion, linked to libtiermalloc.so;
 #                       runs inside the guest, VMTEST_TOPOLOGY says which.
+#                       allocator/os.c is compiled in too (test_os.c: the
+#                       library hides its symbols).
 #   make test-vm        boots tests/vm/run once per topology (2tier, 3tier,
 #                       flat, wide) and runs vmtest there; in wide (66 nodes)
 #                       only the wide/ suite. About 1-2 minutes on 2 cores.
@@ -13,9 +15,9 @@ VM_TOPOLOGIES ?= 2tier 3tier flat wide
 VM_QEMU    ?= qemu-system-x86_64
 
 .PHONY: test-vm
-$(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(wildcard tests/*.h) $(B)/libtiermalloc.so
+$(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(wildcard tests/*.h) allocator/os.c allocator/os.h $(B)/libtiermalloc.so
 	@mkdir -p $(@D)
-	$(CC) $(TEST_FLAGS) -Itests/vm -o $@ $(VM_SRC) -L$(B) -ltiermalloc -Wl,-rpath,'$$ORIGIN/..' \
+	$(CC) $(TEST_FLAGS) -Itests/vm -o $@ $(VM_SRC) allocator/os.c -L$(B) -ltiermalloc -Wl,-rpath,'$$ORIGIN/..' \
 	  $(CRIT_LIBS) $(LIBS) -lnuma
 
 test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so $(B)/tests/progs/reclaim_life
