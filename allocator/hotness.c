@@ -408,7 +408,9 @@ static bool hn_clear(void)
 
 uint64_t tm_hotness_read_due(void)
 {
-  return hn.source == HN_ACCESSED ? hn.read_due_ns : 0;
+  if (hn.source != HN_ACCESSED) return 0;
+  if (hn.read_due_ns) return hn.read_due_ns;
+  return tm_hotness_pieces_pending() && hn.last_ns ? hn.last_ns + hn.interval_ns : 0;
 }
 
 bool tm_hotness_scan(tm_scan_pace_t pace)

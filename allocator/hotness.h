@@ -184,8 +184,10 @@ typedef enum tm_scan_pace_e {
  * cleared them without a window. */
 bool tm_hotness_scan(tm_scan_pace_t pace);
 
-/* With a window open: when its bits are due to be read (CLOCK_MONOTONIC,
- * ns), which the reclaim thread wakes for; 0: none open. */
+/* When the reclaim thread wakes for the bits (CLOCK_MONOTONIC, ns), between
+ * its passes: with a window open, its end; while chunks wait to be read per
+ * piece, the next scan at TM_SCAN_DUE, so each read comes on time without
+ * passes at the shortest period meanwhile. 0: neither. */
 uint64_t tm_hotness_read_due(void);
 
 #endif

@@ -51,6 +51,11 @@ static struct {
   ino_t ino;
 } rc_held[RC_HELD] = { { -1, 0, 0 }, { -1, 0, 0 }, { -1, 0, 0 } };
 
+/* How often numa_maps is read for pages above their chunks' tier, at the
+ * most and at the least (rc_stray_scan). */
+#define RC_STRAY_SCAN_NS 1000000000ull
+#define RC_STRAY_SCAN_MAX_NS 16000000000ull
+
 static struct {
   const tm_topology_t *topo;
   char root[TM_KFILE_PATH_MAX / 2];           /* where /sys and /proc are read ("" normally) */
@@ -64,6 +69,7 @@ static struct {
   bool pageout;
   uint64_t last_full_ns;                       /* when the last full pass began */
   uint64_t stray_ns;                           /* when numa_maps was last read for strays */
+  uint64_t stray_gap;                          /* and how long after that it is read again */
   uint64_t stray_below;                        /* bytes resident below tier 0 then */
   uint64_t below;                              /* bytes resident below tier 0 at the last pass */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
@@ -125,6 +131,7 @@ static void rc_reset(void)
   rc.pageout_allowance = 0;
   rc.promote_allowance = 0;
   rc.stray_ns = 0;
+  rc.stray_gap = RC_STRAY_SCAN_NS;
   rc.stray_below = 0;
   rc.below = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
@@ -318,16 +325,18 @@ static void rc_measure(rc_scan_t *s)
  * tier; their chunks are marked stray, and the same pass moves their pages
  * to their tier (rc_measure collects strays). A scan costs what the stats'
  * resident figure does (the kernel walks the page tables: 2-4 ms per 0.5
- * GiB resident). */
-#define RC_STRAY_SCAN_NS 1000000000ull
+ * GiB resident, 15-20 ms per 256 MiB under TCG); each timed one that finds
+ * none doubles the time to the next, up to RC_STRAY_SCAN_MAX_NS, as a heap
+ * that does not grow gains no pages to stray (RC_STRAY_SCAN_NS, above). */
 
 typedef struct {
   uintptr_t start;   /* the mapping read last; 0: none */
   int fastest;       /* the fastest tier holding its pages; -1: none */
+  unsigned marked;   /* chunks marked stray */
 } rc_stray_scan_t;
 
 /* Marks the chunks of the mapping k->start..end below its fastest pages. */
-static void rc_stray_mark(const rc_stray_scan_t *k, uintptr_t end)
+static void rc_stray_mark(rc_stray_scan_t *k, uintptr_t end)
 {
   if (k->start == 0 || k->fastest < 0) return;
   uintptr_t range_end = tm_range_end(tm_range_index((void *)k->start));
@@ -335,8 +344,10 @@ static void rc_stray_mark(const rc_stray_scan_t *k, uintptr_t end)
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
     tm_chunk_t *c = tm_chunk_of((void *)a);
     /* Not one with pieces up: they are above it on purpose. */
-    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c) && !rc_has_pieces_up(c))
+    if (c != NULL && (int)tm_chunk_tier(c) > k->fastest && rc_movable(c) && !rc_has_pieces_up(c)) {
       atomic_fetch_or_explicit(&c->flags, TM_CHUNK_STRAY, memory_order_relaxed);
+      k->marked++;
+    }
   }
 }
 
@@ -355,7 +366,8 @@ static void rc_stray_scan(uint64_t now)
   if (rc.ntiers < 2 || tm_ranges.n == 0) return;
   uint64_t below = rc.below;
   uint64_t grown = below > rc.stray_below ? below - rc.stray_below : 0;
-  if (now - rc.stray_ns < RC_STRAY_SCAN_NS && grown < TM_CHUNK_SIZE) return;
+  bool timed = now - rc.stray_ns >= rc.stray_gap;
+  if (!timed && grown < TM_CHUNK_SIZE) return;
   bool limited = false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
     limited |= tm_budget_placement_limit(t) != TM_BUDGET_UNLIMITED;
@@ -363,10 +375,12 @@ static void rc_stray_scan(uint64_t now)
   if (!limited || tm_kfile_path(path, rc.root, "/proc/self/numa_maps", NULL, -1, NULL) != 0) return;
   rc.stray_ns = now;
   rc.stray_below = below;
-  rc_stray_scan_t k = { 0, -1 };
+  rc_stray_scan_t k = { 0, -1, 0 };
   uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
   if (tm_resident_each(path, rc.topo, tm_ranges.base, hi, rc_stray_line, &k) == 0)
     rc_stray_mark(&k, UINTPTR_MAX);
+  if (k.marked) rc.stray_gap = RC_STRAY_SCAN_NS;
+  else if (timed) rc.stray_gap = rc.stray_gap * 2 < RC_STRAY_SCAN_MAX_NS ? rc.stray_gap * 2 : RC_STRAY_SCAN_MAX_NS;
 }
 
 /* The nodes of tier t have less free memory than RECLAIM_PRESSURE_FREE. */
@@ -1011,17 +1025,28 @@ static int rc_piece_candidate(tm_chunk_t *c)
   return tm_chunk_tier(c) != 0 ? 1 : !tm_hotness_graded(c) ? 2 : 0;
 }
 
+/* The chunks range i has carved so far: the cursor's bound. The map holds
+ * every chunk of the reservation, and walking all of it at each pass of an
+ * idle process was 60 % of its reclaim thread's CPU (perf in the 2tier VM). */
+static uint64_t rc_carved_chunks(unsigned i)
+{
+  return (tm_range_end(i) - tm_range_lo(i) + TM_CHUNK_SIZE - 1) >> TM_CHUNK_SHIFT;
+}
+
 static void rc_sample_pieces(void)
 {
-  if (!rc.promote_rate || rc.ntiers < 2 || rc.below == 0 || !tm_hotness_tracking() || tm_ranges.n == 0 ||
-      rc.piece_skip)
+  if (!tm_hotness_pieces_on() || !rc.promote_rate || rc.ntiers < 2 || rc.below == 0 ||
+      !tm_hotness_tracking() || tm_ranges.n == 0 || rc.piece_skip)
     return;
   unsigned top = 0;
-  uint64_t per = tm_chunks_per_range, total = per * tm_ranges.n;
-  if (rc_cursor.range >= tm_ranges.n) rc_cursor.range = 0, rc_cursor.at = 0;
+  uint64_t total = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++) total += rc_carved_chunks(i);
   for (uint64_t k = 0; k < total; k++) {
-    tm_chunk_t *c = tm_chunks + rc_cursor.range * per + rc_cursor.at;
-    if (++rc_cursor.at == per) rc_cursor.at = 0, rc_cursor.range = (rc_cursor.range + 1) % tm_ranges.n;
+    while (rc_cursor.range >= tm_ranges.n || rc_cursor.at >= rc_carved_chunks(rc_cursor.range)) {
+      rc_cursor.at = 0;
+      rc_cursor.range = rc_cursor.range + 1 < tm_ranges.n ? rc_cursor.range + 1 : 0;
+    }
+    tm_chunk_t *c = tm_chunks + rc_cursor.range * tm_chunks_per_range + rc_cursor.at++;
     int kind = rc_piece_candidate(c);
     bool upper = kind == 2;
     if (!kind || (upper && (!rc.piece_no_room || top >= TM_HOTNESS_SAMPLE_MAX / 4))) continue;
@@ -1210,8 +1235,8 @@ static void rc_cpu_account(void)
   rc.cpu_seen = c;
 }
 
-/* How long the thread may sleep now (before a window of the accessed bits
- * ends: rc_wait): RECLAIM_PERIOD_MIN_MS while a tier is
+/* How long the thread may sleep now (before the accessed bits are due:
+ * rc_wait): RECLAIM_PERIOD_MIN_MS while a tier is
  * over a watermark; otherwise until the next full pass is due. While the
  * cgroup's own limits are read at each wake and a write to them cannot wake
  * the thread (no inotify), it wakes four times a period (at least every
@@ -1232,7 +1257,8 @@ static uint64_t rc_wait_pass(uint64_t now)
 static uint64_t rc_wait(uint64_t now)
 {
   uint64_t wait = rc_wait_pass(now), due = tm_hotness_read_due();
-  /* A window of the accessed bits ends first: the thread wakes to read them. */
+  /* The accessed bits are due first (a window's end, or a read per piece):
+   * the thread wakes to read them. */
   if (due) {
     uint64_t left = due > now + RC_MS ? due - now : RC_MS;
     if (left < wait) return left;
@@ -1260,7 +1286,7 @@ uint64_t tm_reclaim_pass(void)
   tm_hotness_tick();
   if (rc_budgets_stale(now)) rc_refresh(now);
   if (rc.last_full_ns && !rc_due(now)) {
-    if (tm_hotness_read_due()) rc_scan_hotness(TM_SCAN_DUE);   /* reads at the window's end */
+    if (tm_hotness_read_due()) rc_scan_hotness(TM_SCAN_DUE);   /* a window's end, or pieces' read */
     rc_cpu_account();
     return rc_wait(now);
   }
@@ -1388,10 +1414,13 @@ uint64_t tm_reclaim_pass(void)
   rc_scan_hotness(rc.want_bits ? TM_SCAN_SOON : over ? TM_SCAN_BUSY : TM_SCAN_DUE);
   /* Demotion waited for this read: what it held back may go now. */
   if (bits_wanted && !rc.want_bits) again = true;
-  /* Short while anything moves, and while chunks wait to be read per piece:
-   * each read then comes on time (at a period of 1 s, reads per piece came
-   * every 0.8-1.7 s at a 500 ms interval). */
-  rc.period = over || more || tm_hotness_pieces_pending()
+  /* Short while anything moves. Chunks waiting to be read per piece do not
+   * shorten it: the thread wakes for their read (tm_hotness_read_due), which
+   * at a period of 1 s alone came every 0.8-1.7 s at a 500 ms interval, and
+   * at the shortest period made an idle 256 MiB heap's thread pass every
+   * 100 ms for 6 s of every 6 (mincore and numa_maps each time: 4x the CPU
+   * in the 2tier VM). */
+  rc.period = over || more
                   ? rc.period_min
                   : (rc.period * 2 > rc.period_max ? rc.period_max : rc.period * 2);
   rc_add(&rc_passes, 1);

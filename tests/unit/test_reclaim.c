@@ -477,6 +477,49 @@ Test(reclaim, pages_the_kernel_put_above_their_chunks_tier_are_moved_down)
   rt_free(p, 16);
 }
 
+/* numa_maps is read for such pages RC_STRAY_SCAN_NS (1 s) after the last
+ * read, and each such read that finds none doubles that (a heap that does
+ * not grow gains no pages to stray): a chunk whose pages the kernel put on
+ * node0 after one empty read is moved down 2 s after it, not 1. */
+Test(reclaim, a_read_for_strays_that_finds_none_doubles_the_time_to_the_next)
+{
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=4M", "TIERMALLOC_RECLAIM_PERIOD_MIN_MS=10",
+                  "TIERMALLOC_RECLAIM_PERIOD_MAX_MS=10", NULL };
+  rt_limits(env);
+  void *p[16];
+  rt_fill(p, 16);
+  tm_chunk_t *c = NULL;
+  for (int k = 0; k < 16 && !c; k++)
+    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && tm_chunk_of((char *)p[k] + MiB - 1) == tm_chunk_of(p[k]))
+      c = tm_chunk_of(p[k]);
+  cr_assert(c != NULL, "a chunk placed on tier 1");
+  char maps[256];
+  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n",
+           (unsigned long)tm_chunk_addr(c));
+  tmptree_put("proc/self/numa_maps", maps);
+  /* The first read (timed) finds none; the passes after it settle the
+   * demotion, each read they make being one the heap's growth called for. */
+  for (int k = 0; k < 6; k++) {
+    tm_reclaim_pass();
+    usleep(12 * 1000);   /* the next is a full pass */
+  }
+  unsigned a = (unsigned)(c - tm_chunks);
+  rt.left[a] = 0;
+  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);   /* every page on node0 now */
+  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n",
+           (unsigned long)tm_chunk_addr(c));
+  tmptree_put("proc/self/numa_maps", maps);
+  int moves = rt.moves;
+  usleep(1200 * 1000);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.moves, moves, "numa_maps read again 1.2 s after a read that found none");
+  cr_expect_eq(rt.stuck[a], (int)(TM_CHUNK_SIZE / 4096));
+  usleep(1000 * 1000);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.stuck[a], 0, "not read 2.2 s after it: its pages not moved");
+  rt_free(p, 16);
+}
+
 Test(reclaim, the_lowest_tier_above_its_high_is_pageout)
 {
   void *p[32];
