@@ -54,7 +54,7 @@ static struct {
 /* How often numa_maps is read for pages above their chunks' tier, at the
  * most and at the least (rc_stray_scan). */
 #define RC_STRAY_SCAN_NS 1000000000ull
-#define RC_STRAY_SCAN_MAX_NS 16000000000ull
+#define RC_STRAY_SCAN_MAX_NS 4000000000ull
 
 static struct {
   const tm_topology_t *topo;
@@ -320,14 +320,16 @@ static void rc_measure(rc_scan_t *s)
  * bytes on the chunk's tier, so such pages escaped the faster tier's limits.
  * While a tier above the lowest has a limit, at a pass after one that found
  * a chunk's worth more resident below tier 0 than at the last scan (pages
- * come when the program first touches what was placed), or RC_STRAY_SCAN_NS
+ * come when the program first touches what was placed), or a timed gap
  * after it, numa_maps names the mappings with pages above their chunks'
  * tier; their chunks are marked stray, and the same pass moves their pages
  * to their tier (rc_measure collects strays). A scan costs what the stats'
  * resident figure does (the kernel walks the page tables: 2-4 ms per 0.5
- * GiB resident, 15-20 ms per 256 MiB under TCG); each timed one that finds
- * none doubles the time to the next, up to RC_STRAY_SCAN_MAX_NS, as a heap
- * that does not grow gains no pages to stray (RC_STRAY_SCAN_NS, above). */
+ * GiB resident, 15-20 ms per 256 MiB under TCG). The gap is RC_STRAY_SCAN_NS
+ * and doubles at each timed scan that finds none, up to
+ * RC_STRAY_SCAN_MAX_NS: pages that stray as they come are resident growth,
+ * which calls for a scan at once; the timed scan is for pages the kernel
+ * moves up by itself (its NUMA balancing's promotion), found within 4 s. */
 
 typedef struct {
   uintptr_t start;   /* the mapping read last; 0: none */
