@@ -17,8 +17,14 @@ void tm_migrate_init(const tm_topology_t *topo)
   migrate_topo = topo;
 }
 
-/* Tier of each page of the chunk at a into tier[] (-1: no page, or a node of
- * no tier). 0 or a positive errno. */
+/* The tier of a node, or of a lookup's error (-1: no page, or a node of no
+ * tier). */
+static int8_t migrate_tier_of(int node)
+{
+  return node >= 0 && node < TIER_MAX_NODES ? (int8_t)migrate_topo->node_tier[node] : -1;
+}
+
+/* Tier of each page of the chunk at a into tier[]. 0 or a positive errno. */
 static int migrate_where(uintptr_t a, int8_t *tier)
 {
   void *pages[MIGRATE_PAGES];
@@ -26,24 +32,43 @@ static int migrate_where(uintptr_t a, int8_t *tier)
   for (unsigned i = 0; i < MIGRATE_PAGES; i++) pages[i] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
   int err = tm_range_os()->where(pages, MIGRATE_PAGES, node);
   if (err != 0) return err;
-  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
-    tier[i] = node[i] >= 0 && node[i] < TIER_MAX_NODES ? migrate_topo->node_tier[node[i]] : -1;
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++) tier[i] = migrate_tier_of(node[i]);
   return 0;
 }
 
-/* Pages the move left off tier `to` (after[i] a tier, not `to`) pushed to
- * its first node, one move_pages call: the move went by policy, whose new
- * page may come from any node when the tier cannot give one at once (a huge
- * page on a fragmented node: measured in the 2tier VM, every huge page of a
- * demotion came back to node0). true when it pushed any. */
-static bool migrate_push(uintptr_t a, const int8_t *after, unsigned to)
+/* The pages of the chunk at a that before[] finds off tier `to`, moved to
+ * its first node with one move_pages call; after[] says where each page is
+ * then: the call's own status, and for a page whose status is an error
+ * (busy; a huge page's other entries, moved with it or not) a lookup. true
+ * when a page is still off `to` (the node full, busy, pinned, or no push). */
+static bool migrate_push(uintptr_t a, const int8_t *before, unsigned to, int8_t *after)
 {
   void *pages[MIGRATE_PAGES];
-  int status[MIGRATE_PAGES], n = 0;
-  if (tm_range_os()->push == NULL) return false;
+  int status[MIGRATE_PAGES];
+  unsigned at[MIGRATE_PAGES], n = 0, m = 0;
+  memcpy(after, before, MIGRATE_PAGES);
   for (unsigned i = 0; i < MIGRATE_PAGES; i++)
-    if (after[i] >= 0 && after[i] != (int8_t)to) pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
-  return n > 0 && tm_range_os()->push(pages, n, migrate_topo->tier[to].first_node, status) == 0;
+    if (before[i] >= 0 && before[i] != (int8_t)to) {
+      at[n] = i;
+      pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
+    }
+  if (n == 0) return false;
+  if (tm_range_os()->push == NULL ||
+      tm_range_os()->push(pages, (int)n, migrate_topo->tier[to].first_node, status) != 0)
+    return true;
+  for (unsigned k = 0; k < n; k++) {
+    if (status[k] >= 0 || status[k] == -ENOENT) {
+      after[at[k]] = migrate_tier_of(status[k]);
+    } else {
+      at[m] = at[k];
+      pages[m++] = pages[k];
+    }
+  }
+  if (m > 0 && tm_range_os()->where(pages, (int)m, status) == 0)
+    for (unsigned k = 0; k < m; k++) after[at[k]] = migrate_tier_of(status[k]);
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
+    if (after[i] >= 0 && after[i] != (int8_t)to) return true;
+  return false;
 }
 
 int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
@@ -54,13 +79,23 @@ int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
   int8_t before[MIGRATE_PAGES], after[MIGRATE_PAGES];
   int err = migrate_where(a, before);
   const tm_tier_t *tier = &migrate_topo->tier[to];
-  if (err == 0) err = tm_range_os()->move((void *)a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node);
+  /* The policy first (new pages go to `to`), then the pages with move_pages:
+   * it migrates without the process's mmap lock, where mbind(MPOL_MF_MOVE)
+   * migrates under it held for writing, so every page fault and jemalloc's
+   * madvise waited for a whole chunk's move (demoting, malloc's p99.9 was
+   * 2.4-3.1x idle in the 2tier VM); and its status says where each page went,
+   * which saves a lookup of the whole chunk after. */
+  if (err == 0) err = tm_range_os()->bind((void *)a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node);
   if (err == 0) {
     /* The chunk's policy is `to` now, whatever moved: new pages go there. */
     tm_chunk_move(c, to);
     uint64_t moved = 0, failed = 0;
-    int werr = migrate_where(a, after);
-    if (werr == 0 && migrate_push(a, after, to)) werr = migrate_where(a, after);
+    int werr = 0;
+    /* What move_pages could not place on the first node goes by policy: a
+     * tier of several nodes whose first is full. */
+    if (migrate_push(a, before, to, after) &&
+        tm_range_os()->move((void *)a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node) == 0)
+      werr = migrate_where(a, after);
     if (werr == 0) {
       for (unsigned i = 0; i < MIGRATE_PAGES; i++) {
         if (after[i] == (int8_t)to) moved += before[i] >= 0 && before[i] != (int8_t)to;

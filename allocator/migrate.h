@@ -4,8 +4,10 @@
  * kernel's own answer, what really happened.
  *
  * A count is never taken on trust: every page is looked up (move_pages with
- * no target) before and after. A page counts as demoted when it was on
- * another tier before and is on the target tier after; a page still elsewhere
+ * no target) before, and where it is after is the kernel's answer: the
+ * status move_pages gives for each page it moved, a lookup for the rest. A
+ * page counts as demoted when it was on another tier before and is on the
+ * target tier after; a page still elsewhere
  * counts as failed (busy, pinned, or the target full) and its chunk is
  * marked stray, so a later pass moves it again. Pages never touched or
  * swapped out count as neither. Pageout counts the resident pages that
@@ -31,7 +33,9 @@ typedef struct tm_migrate_counts_s {
 void tm_migrate_init(const tm_topology_t *topo);
 
 /* Moves the pages of chunk c to tier `to` and makes `to` its current tier
- * (tier_of, the budgets' charge). Holds the chunk meanwhile (tm_chunk_hold),
+ * (tier_of, the budgets' charge): binds the chunk there (os bind), moves its
+ * pages to the tier's first node (os push), and by policy (os move) any that
+ * could not go there. Holds the chunk meanwhile (tm_chunk_hold),
  * so nothing places, empties or frees it under the move; threads go on
  * reading and writing its memory. Adds to *out. Returns 0; EBUSY when the
  * chunk is empty or held (nothing done); another positive errno when the

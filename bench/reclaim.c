@@ -36,6 +36,11 @@
  *   reclaim moverate [--mib M]
  *       move_pages(2) of M MiB of anonymous memory from node 0 to node 1
  *       (4 KiB pages, then with MADV_HUGEPAGE), and mbind(MPOL_MF_MOVE).
+ *   reclaim lockwait [--mib M]
+ *       What moving M MiB a 2 MiB chunk at a time costs another thread that
+ *       maps, touches and unmaps a page in a loop (the mmap lock): by
+ *       mbind(MPOL_MF_MOVE), and by mbind of the policy + move_pages (as
+ *       tiermalloc demotes), 4 KiB pages and THP.
  *   reclaim cpu [--heap MiB] [--idle S]                  (reclaim-tm)
  *       With budgets set: a heap of 1 MiB blocks, then idle S seconds;
  *       reclaim_cpu_ns and the reclaim thread's run time (schedstat) over
@@ -778,7 +783,15 @@ static int mode_cpu(uint64_t heap_mib, double idle_s)
 
 /* ---- moverate -------------------------------------------------------------- */
 
-static double move_once(uint64_t bytes, int huge, int use_mbind, size_t *moved, size_t *left)
+/* lockwait's loop counts its ops here; move_once notes the count when its
+ * move starts and ends. */
+static _Atomic uint64_t lw_ops;
+static uint64_t lw_ops_at[2];
+
+/* Moves bytes of anonymous memory node0 -> node1: in one call, or (step)
+ * one 2 MiB chunk a call as tiermalloc does, mbind(MPOL_MF_MOVE) or, with
+ * step, mbind of the policy and then move_pages of the chunk's pages. */
+static double move_once(uint64_t bytes, int huge, int use_mbind, int step, size_t *moved, size_t *left)
 {
 	char *p = mmap(NULL, bytes + 2 * MIB, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -800,15 +813,22 @@ static double move_once(uint64_t bytes, int huge, int use_mbind, size_t *moved, 
 		pages[i] = a + i * 4096;
 		nodes[i] = 1;
 	}
+	lw_ops_at[0] = atomic_load(&lw_ops);
 	uint64_t t0 = now_ns();
-	if (use_mbind) {
-		if (mbind(a, bytes, MPOL_BIND, &node1, 8, MPOL_MF_MOVE) != 0)
-			fprintf(stderr, "NOTE mbind MPOL_MF_MOVE: %s\n", strerror(errno));
-	} else {
-		long r = move_pages(0, npages, pages, nodes, status, MPOL_MF_MOVE);
+	size_t span = step ? 2 * MIB : bytes;
+	for (size_t off = 0; off < bytes; off += span) {
+		if (use_mbind) {
+			if (mbind(a + off, span, MPOL_BIND, &node1, 8, MPOL_MF_MOVE) != 0)
+				fprintf(stderr, "NOTE mbind MPOL_MF_MOVE: %s\n", strerror(errno));
+			continue;
+		}
+		if (step && mbind(a + off, span, MPOL_BIND, &node1, 8, 0) != 0)
+			fprintf(stderr, "NOTE mbind: %s\n", strerror(errno));
+		long r = move_pages(0, span / 4096, pages + off / 4096, nodes, status, MPOL_MF_MOVE);
 		if (r < 0) fprintf(stderr, "NOTE move_pages: %s\n", strerror(errno));
 	}
 	uint64_t t1 = now_ns();
+	lw_ops_at[1] = atomic_load(&lw_ops);
 	n0 = n1 = other = 0;
 	pages_where(a, bytes, &n0, &n1, &other);
 	*moved = n1 * 4096;
@@ -829,9 +849,61 @@ static int mode_moverate(uint64_t mib)
 	printf("RESULT moverate bytes=%llu", (unsigned long long)(mib * MIB));
 	for (unsigned i = 0; i < sizeof v / sizeof v[0]; i++) {
 		size_t moved, left;
-		double ns = move_once(mib * MIB, v[i].huge, v[i].mbind, &moved, &left);
+		double ns = move_once(mib * MIB, v[i].huge, v[i].mbind, 0, &moved, &left);
 		printf(" %s_ns=%.0f %s_moved=%zu %s_left=%zu", v[i].name, ns, v[i].name, moved,
 		       v[i].name, left);
+	}
+	printf("\n");
+	return 0;
+}
+
+/* ---- lockwait --------------------------------------------------------------- */
+
+/* What a move costs the program's other threads: one thread maps, touches
+ * and unmaps a page in a loop (each of those takes the mmap lock) while
+ * the main thread moves M MiB a chunk at a time, by mbind(MPOL_MF_MOVE) and
+ * by mbind(policy) + move_pages (tiermalloc's demotion); the loop's ops per
+ * second of the move, and its slowest op. */
+static atomic_int lw_stop;
+static _Atomic uint64_t lw_max_ns;
+
+static void *lw_loop(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&lw_stop)) {
+		uint64_t t0 = now_ns();
+		char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) die("mmap: %s", strerror(errno));
+		p[0] = 1;
+		munmap(p, 4096);
+		uint64_t d = now_ns() - t0;
+		atomic_fetch_add(&lw_ops, 1);
+		if (d > atomic_load(&lw_max_ns)) atomic_store(&lw_max_ns, d);
+	}
+	return NULL;
+}
+
+static int mode_lockwait(uint64_t mib)
+{
+	static const struct { const char *name; int huge, mbind; } v[] = {
+		{ "mbind_4k", 0, 1 }, { "move_pages_4k", 0, 0 },
+		{ "mbind_thp", 1, 1 }, { "move_pages_thp", 1, 0 },
+	};
+	printf("RESULT lockwait bytes=%llu", (unsigned long long)(mib * MIB));
+	for (unsigned i = 0; i < sizeof v / sizeof v[0]; i++) {
+		size_t moved, left;
+		pthread_t t;
+		atomic_store(&lw_max_ns, 0);
+		atomic_store(&lw_stop, 0);
+		if (pthread_create(&t, NULL, lw_loop, NULL) != 0) die("pthread_create");
+		double ns = move_once(mib * MIB, v[i].huge, v[i].mbind, 1, &moved, &left);
+		atomic_store(&lw_stop, 1);
+		pthread_join(t, NULL);
+		/* The loop's ops while the chunks moved; its slowest op over the
+		 * whole run (the buffer's set-up too). */
+		printf(" %s_ns=%.0f %s_moved=%zu %s_loop_ops=%llu %s_loop_max_ns=%llu", v[i].name, ns,
+		       v[i].name, moved, v[i].name, (unsigned long long)(lw_ops_at[1] - lw_ops_at[0]),
+		       v[i].name, (unsigned long long)atomic_load(&lw_max_ns));
 	}
 	printf("\n");
 	return 0;
@@ -850,7 +922,7 @@ static double num(const char *s)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (argc < 2) die("usage: reclaim lat|cgburst|moverate|cpu [options]");
+	if (argc < 2) die("usage: reclaim lat|cgburst|moverate|lockwait|cpu [options]");
 	const char *mode = argv[1], *cg = NULL;
 	uint64_t mib = 64, heap = 256;
 	double idle = 20;
@@ -892,6 +964,7 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "lat")) return mode_lat();
 	if (!strcmp(mode, "moverate")) return mode_moverate(mib);
+	if (!strcmp(mode, "lockwait")) return mode_lockwait(mib);
 #ifndef RECLAIM_PLAIN
 	if (!strcmp(mode, "cgburst")) return mode_cgburst(cg);
 	if (!strcmp(mode, "cpu")) return mode_cpu(heap, idle);
@@ -900,6 +973,6 @@ int main(int argc, char **argv)
 	(void)heap;
 	(void)idle;
 #endif
-	die("unknown mode %s (reclaim-plain has lat and moverate)", mode);
+	die("unknown mode %s (reclaim-plain has lat, moverate and lockwait)", mode);
 	return 1;
 }
