@@ -71,7 +71,9 @@ static struct {
   uint64_t stray_ns;                           /* when numa_maps was last read for strays */
   uint64_t stray_gap;                          /* and how long after that it is read again */
   uint64_t stray_below;                        /* bytes resident below tier 0 then */
+  int64_t stray_own;                           /* and the bytes reclaim had moved below net then */
   uint64_t below;                              /* bytes resident below tier 0 at the last pass */
+  int64_t below_own;                           /* and rc_own_below() when it was measured */
   uint64_t allowance[TIER_MAX_TIERS];          /* bytes the rate still allows */
   uint64_t pageout_allowance;
   bool draining[TIER_MAX_TIERS];               /* above high, not yet under high - hysteresis */
@@ -133,6 +135,7 @@ static void rc_reset(void)
   rc.stray_ns = 0;
   rc.stray_gap = RC_STRAY_SCAN_NS;
   rc.stray_below = 0;
+  rc.stray_own = rc.below_own = 0;
   rc.below = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
@@ -363,20 +366,31 @@ static void rc_stray_line(uintptr_t start, const uint64_t bytes[TIER_MAX_TIERS +
     if (bytes[t]) k->fastest = (int)t;
 }
 
+/* Bytes reclaim has moved from tier 0 to the tiers below, less those it
+ * moved up: what of the growth below is its own (pages it found there). */
+static int64_t rc_own_below(void)
+{
+  return (int64_t)(atomic_load_explicit(&rc_demoted[0], memory_order_relaxed) -
+                   atomic_load_explicit(&rc_promoted[0], memory_order_relaxed));
+}
+
 static void rc_stray_scan(uint64_t now)
 {
   if (rc.ntiers < 2 || tm_ranges.n == 0) return;
-  uint64_t below = rc.below;
-  uint64_t grown = below > rc.stray_below ? below - rc.stray_below : 0;
+  /* Growth below that demotion made is no call for a scan: in the 2tier
+   * VM a scan followed every pass of a drain (15-20 ms per 256 MiB). */
+  int64_t below = (int64_t)rc.below, own = rc.below_own;
+  int64_t grown = below - (int64_t)rc.stray_below - (own - rc.stray_own);
   bool timed = now - rc.stray_ns >= rc.stray_gap;
-  if (!timed && grown < TM_CHUNK_SIZE) return;
+  if (!timed && grown < (int64_t)TM_CHUNK_SIZE) return;
   bool limited = false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
     limited |= tm_budget_placement_limit(t) != TM_BUDGET_UNLIMITED;
   char path[TM_KFILE_PATH_MAX];
   if (!limited || tm_kfile_path(path, rc.root, "/proc/self/numa_maps", NULL, -1, NULL) != 0) return;
   rc.stray_ns = now;
-  rc.stray_below = below;
+  rc.stray_below = (uint64_t)below;
+  rc.stray_own = own;
   rc_stray_scan_t k = { 0, -1, 0 };
   uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
   if (tm_resident_each(path, rc.topo, tm_ranges.base, hi, rc_stray_line, &k) == 0)
@@ -1299,6 +1313,7 @@ uint64_t tm_reclaim_pass(void)
   rc_measure(&s);
   rc.below = 0;
   for (unsigned t = 1; t < rc.ntiers; t++) rc.below += s.resident[t];
+  rc.below_own = rc_own_below();
   uint64_t anon[TIER_MAX_TIERS];
   bool shared = false;
   for (unsigned t = 0; t + 1 < rc.ntiers && !shared; t++) shared = rc_shared(t);

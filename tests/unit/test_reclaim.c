@@ -530,6 +530,45 @@ Test(reclaim, a_read_for_strays_that_finds_none_doubles_the_time_to_the_next)
   rt_free(p, 16);
 }
 
+/* Growth below that reclaim's own demotion made calls for no read of
+ * numa_maps (it found those pages there itself): a chunk whose pages the
+ * kernel put on node0 after the drain is moved down at the next timed read
+ * (2 s after the first, which found none), not at the passes in between. */
+Test(reclaim, growth_below_from_demotion_calls_for_no_read_for_strays)
+{
+  void *p[16];
+  rt_fill(p, 16);   /* all on tier 0: no limit yet */
+  char maps[256] = "";
+  tmptree_put("proc/self/numa_maps", maps);
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=4M", "TIERMALLOC_RECLAIM_PERIOD_MIN_MS=10",
+                  "TIERMALLOC_RECLAIM_PERIOD_MAX_MS=10", NULL };
+  rt_limits(env);
+  tm_reclaim_pass();   /* the first read (timed, none found), and the drain (above max: at once) */
+  tm_chunk_t *c = NULL;
+  for (int k = 0; k < 16 && !c; k++)
+    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && tm_chunk_of((char *)p[k] + MiB - 1) == tm_chunk_of(p[k]))
+      c = tm_chunk_of(p[k]);
+  cr_assert(c != NULL, "a chunk demoted to tier 1");
+  cr_assert_geq(rt_stats().tier[0].reclaim.demoted, 8 * MiB);
+  unsigned a = (unsigned)(c - tm_chunks);
+  rt.left[a] = 0;
+  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);
+  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n",
+           (unsigned long)tm_chunk_addr(c));
+  tmptree_put("proc/self/numa_maps", maps);
+  int moves = rt.moves;
+  for (int k = 0; k < 4; k++) {
+    usleep(12 * 1000);
+    tm_reclaim_pass();
+  }
+  cr_expect_eq(rt.moves, moves, "numa_maps read for the growth demotion made: %d moves", rt.moves - moves);
+  cr_expect_eq(rt.stuck[a], (int)(TM_CHUNK_SIZE / 4096));
+  usleep(2100 * 1000);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.stuck[a], 0, "not read at the timed read either: its pages not moved");
+  rt_free(p, 16);
+}
+
 Test(reclaim, the_lowest_tier_above_its_high_is_pageout)
 {
   void *p[32];
