@@ -80,10 +80,10 @@ int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
   int err = migrate_where(a, before);
   const tm_tier_t *tier = &migrate_topo->tier[to];
   /* The policy first (new pages go to `to`), then the pages with move_pages:
-   * it migrates without the process's mmap lock, where mbind(MPOL_MF_MOVE)
-   * migrates under it held for writing, so every page fault and jemalloc's
-   * madvise waited for a whole chunk's move (demoting, malloc's p99.9 was
-   * 2.4-3.1x idle in the 2tier VM); and its status says where each page went,
+   * it takes the process's mmap lock only to find each page, for reading,
+   * where mbind(MPOL_MF_MOVE) takes it for writing (in the 2tier VM another
+   * thread mapping pages did 1.2-1.6x the ops during a move of 4 KiB pages:
+   * bench/reclaim.c lockwait); and its status says where each page went,
    * which saves a lookup of the whole chunk after. */
   if (err == 0) err = tm_range_os()->bind((void *)a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node);
   if (err == 0) {
@@ -133,8 +133,7 @@ int tm_migrate_pieces(tm_chunk_t *c, uint32_t pieces, tm_migrate_counts_t *out)
     uint32_t up = 0;
     uint64_t moved = 0, failed = 0;
     for (unsigned k = 0; k < n; k++) {
-      int node = status[k];
-      if (node >= 0 && node < TIER_MAX_NODES && migrate_topo->node_tier[node] == 0) {
+      if (migrate_tier_of(status[k]) == 0) {
         moved++;
         up |= 1u << (at[k] / MIGRATE_PIECE_PAGES);
       } else {

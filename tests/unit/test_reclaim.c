@@ -487,6 +487,36 @@ Test(reclaim, pages_the_kernel_put_above_their_chunks_tier_are_moved_down)
   rt_free(p, 16);
 }
 
+/* The first chunk on tier 1 that holds one of the n blocks at p[] whole;
+ * NULL if none. */
+static tm_chunk_t *rt_tier1_chunk(void **p, int n)
+{
+  for (int k = 0; k < n; k++)
+    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && tm_chunk_of((char *)p[k] + MiB - 1) == tm_chunk_of(p[k]))
+      return tm_chunk_of(p[k]);
+  return NULL;
+}
+
+/* numa_maps with one line: chunk c's 512 pages on node. */
+static void rt_numa_maps_one(tm_chunk_t *c, int node)
+{
+  char maps[256];
+  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N%d=512 kernelpagesize_kB=4\n",
+           (unsigned long)tm_chunk_addr(c), node);
+  tmptree_put("proc/self/numa_maps", maps);
+}
+
+/* The kernel put every page of c on node0: the double and numa_maps say
+ * so. Returns c's index in the double. */
+static unsigned rt_stray_on_node0(tm_chunk_t *c)
+{
+  unsigned a = (unsigned)(c - tm_chunks);
+  rt.left[a] = 0;
+  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);
+  rt_numa_maps_one(c, 0);
+  return a;
+}
+
 /* numa_maps is read for such pages RC_STRAY_SCAN_NS (1 s) after the last
  * read, and each such read that finds none doubles that (a heap that does
  * not grow gains no pages to stray): a chunk whose pages the kernel put on
@@ -498,27 +528,16 @@ Test(reclaim, a_read_for_strays_that_finds_none_doubles_the_time_to_the_next)
   rt_limits(env);
   void *p[16];
   rt_fill(p, 16);
-  tm_chunk_t *c = NULL;
-  for (int k = 0; k < 16 && !c; k++)
-    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && tm_chunk_of((char *)p[k] + MiB - 1) == tm_chunk_of(p[k]))
-      c = tm_chunk_of(p[k]);
+  tm_chunk_t *c = rt_tier1_chunk(p, 16);
   cr_assert(c != NULL, "a chunk placed on tier 1");
-  char maps[256];
-  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N1=512 kernelpagesize_kB=4\n",
-           (unsigned long)tm_chunk_addr(c));
-  tmptree_put("proc/self/numa_maps", maps);
+  rt_numa_maps_one(c, 1);
   /* The first read (timed) finds none; the passes after it settle the
    * demotion, each read they make being one the heap's growth called for. */
   for (int k = 0; k < 6; k++) {
     tm_reclaim_pass();
     usleep(12 * 1000);   /* the next is a full pass */
   }
-  unsigned a = (unsigned)(c - tm_chunks);
-  rt.left[a] = 0;
-  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);   /* every page on node0 now */
-  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n",
-           (unsigned long)tm_chunk_addr(c));
-  tmptree_put("proc/self/numa_maps", maps);
+  unsigned a = rt_stray_on_node0(c);
   int moves = rt.moves;
   usleep(1200 * 1000);
   tm_reclaim_pass();
@@ -538,24 +557,15 @@ Test(reclaim, growth_below_from_demotion_calls_for_no_read_for_strays)
 {
   void *p[16];
   rt_fill(p, 16);   /* all on tier 0: no limit yet */
-  char maps[256] = "";
-  tmptree_put("proc/self/numa_maps", maps);
+  tmptree_put("proc/self/numa_maps", "");
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=4M", "TIERMALLOC_RECLAIM_PERIOD_MIN_MS=10",
                   "TIERMALLOC_RECLAIM_PERIOD_MAX_MS=10", NULL };
   rt_limits(env);
   tm_reclaim_pass();   /* the first read (timed, none found), and the drain (above max: at once) */
-  tm_chunk_t *c = NULL;
-  for (int k = 0; k < 16 && !c; k++)
-    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && tm_chunk_of((char *)p[k] + MiB - 1) == tm_chunk_of(p[k]))
-      c = tm_chunk_of(p[k]);
+  tm_chunk_t *c = rt_tier1_chunk(p, 16);
   cr_assert(c != NULL, "a chunk demoted to tier 1");
   cr_assert_geq(rt_stats().tier[0].reclaim.demoted, 8 * MiB);
-  unsigned a = (unsigned)(c - tm_chunks);
-  rt.left[a] = 0;
-  rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);
-  snprintf(maps, sizeof maps, "%lx prefer:1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n",
-           (unsigned long)tm_chunk_addr(c));
-  tmptree_put("proc/self/numa_maps", maps);
+  unsigned a = rt_stray_on_node0(c);
   int moves = rt.moves;
   for (int k = 0; k < 4; k++) {
     usleep(12 * 1000);
