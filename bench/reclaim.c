@@ -23,7 +23,8 @@
  *       chunks are never demoted, and new memory never lands above high, so
  *       a falling budget is how a program makes reclaim work continuously).
  *   reclaim cgburst CGROUP [--steady MiB] [--burst MiB] [--high MiB]
- *                   [--limit memory.high|memory.max]      (reclaim-tm)
+ *                   [--limit memory.high|memory.max] [--pages 4k|thp]
+ *                                                         (reclaim-tm)
  *       Run inside CGROUP (a cgroup v2 directory, its memory.high and max
  *       large at start): allocates steady + burst MiB of 1 MiB blocks, written
  *       (all on tier 0), then writes the cgroup's memory.high (or max) so
@@ -32,7 +33,9 @@
  *       until tier 0's used <= that share, and on until demotion has stopped
  *       for 300 ms (run it with TIERMALLOC_LIVE_MS=10; without a record it
  *       polls tier_stats_get); then where the pages are (move_pages) and
- *       whether the data is intact.
+ *       whether the data is intact. --pages 4k: no transparent huge page in
+ *       the process (PR_SET_THP_DISABLE), so the heap is of the same pages
+ *       as moverate's 4 KiB runs; thp (the default): as the system gives.
  *   reclaim moverate [--mib M]
  *       move_pages(2) of M MiB of anonymous memory from node 0 to node 1
  *       (4 KiB pages, then with MADV_HUGEPAGE), and mbind(MPOL_MF_MOVE).
@@ -63,6 +66,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -538,6 +542,7 @@ typedef struct poll_s {
 } poll_t;
 
 static int watch_max;             /* cgburst --limit memory.max */
+static int no_thp;                /* cgburst --pages 4k */
 
 /* The stats for a poll: from the live record when there is one (each figure
  * timed by its publication), else tier_stats_get (timed by the call). *at:
@@ -683,6 +688,8 @@ static int mode_cgburst(const char *cg)
 	uint64_t cap0 = node_memtotal(0), cap1 = node_memtotal(1);
 	if (!cap0 || !cap1) die("no node0/node1 MemTotal");
 	if (stats() != 0) die("no stats");
+	/* Before the heap's first page: the flag is the process's, read at each fault. */
+	if (no_thp && prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0) != 0) die("PR_SET_THP_DISABLE: %s", strerror(errno));
 	uint64_t high_start = watch_max ? st_max0() : st_high0();
 	blocks_t steady, burst;
 	blocks_alloc(&steady, steady_mib * MIB, MIB, 1000);
@@ -702,10 +709,10 @@ static int mode_cgburst(const char *cg)
 	if (cg_write_high(cg, file, H) != 0) die("cannot write %s/%s", cg, file);
 	poll_t r = poll_until(t0, scaled, scaled, 20);
 	printf("RESULT cgburst limit=%s cap0=%llu cap1=%llu high_start=%llu memory_high=%llu scaled_high=%llu"
-	       " used_before=%llu thp_before=%llu",
+	       " used_before=%llu thp_before=%llu pages=%s",
 	       file, (unsigned long long)cap0, (unsigned long long)cap1, (unsigned long long)high_start,
 	       (unsigned long long)H, (unsigned long long)scaled, (unsigned long long)used_before,
-	       (unsigned long long)thp_before);
+	       (unsigned long long)thp_before, no_thp ? "4k" : "thp");
 	poll_print(&r);
 	where_print("steady", &steady, 1000);
 	where_print("burst", &burst, 5000);
@@ -942,6 +949,12 @@ int main(int argc, char **argv)
 #ifndef RECLAIM_PLAIN
 		if (!strcmp(o, "--limit")) {
 			watch_max = !strcmp(argv[++i], "memory.max");
+			continue;
+		}
+		if (!strcmp(o, "--pages")) {
+			const char *v = argv[++i];
+			if (strcmp(v, "4k") != 0 && strcmp(v, "thp") != 0) die("--pages 4k or thp, not %s", v);
+			no_thp = !strcmp(v, "4k");
 			continue;
 		}
 #endif
