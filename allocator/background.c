@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "account.h"
+#include "budget.h"
 #include "clock.h"
 #include "je.h"
 #include "log.h"
@@ -41,17 +42,34 @@ void tm_background_second_thread(void)
  * far never has much to give back, and gets no thread. */
 #define BG_HEAP_MIN ((uint64_t)64 << 20)
 
-/* ---- the reclaim thread ---------------------------------------------------
+static uint64_t bg_heap_mapped(void)
+{
+  uint64_t mapped = 0;
+  for (unsigned t = 0; t < tm_ranges.n; t++) mapped += tm_range_mapped(t);
+  return mapped;
+}
+
+/* ---- the library's thread -------------------------------------------------
+ * One thread does the library's periodic work. It publishes the live record
+ * (the tick, live.h) every interval, and, from the first wake at which some
+ * limit can be crossed (tm_reclaim_needed), runs reclaim's passes as well:
+ * it is then the reclaim thread (TM_RECLAIM_THREAD_NAME; before,
+ * TM_PUBLISH_THREAD_NAME). While it only publishes it derives the budgets
+ * again once a second (tm_budget_refresh), so a limit written to an idle
+ * process's cgroup is held, and shown, without waiting for an allocation.
  * It never calls malloc or jemalloc: the only locks it takes are the chunk
  * map's fork lock (shared, for one chunk at a time), the budgets' (only
- * tried) and rc_mu, which it never holds across a pass. So a thread that
- * exits or forks, whatever it holds, never waits on it for longer than one
- * chunk's move, and joining it from the last thread's exit cannot deadlock. */
+ * tried), the account's registry and the record's (for a snapshot, never
+ * across a call out) and rc_mu, which it never holds across a pass. So a
+ * thread that exits or forks, whatever it holds, never waits on it for
+ * longer than one chunk's move, and joining it from the last thread's exit
+ * cannot deadlock. */
 static pthread_mutex_t rc_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rc_cv;
 static bool rc_cv_ok, rc_stop;
 static pthread_t rc_thread;
 static atomic_bool rc_running;    /* started and not yet joined */
+static atomic_bool rc_failed;     /* it could not be started (not retried): commits publish */
 
 static const tm_background_tick_t *_Atomic rc_tick;
 
@@ -72,25 +90,41 @@ static bool bg_tick_due(void)
   return t && t->due();
 }
 
+/* The thread is wanted for the record alone. */
+static bool bg_publisher_wanted(void)
+{
+  const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
+  return t != NULL && t->wants_thread();
+}
+
 static void *rc_main(void *arg)
 {
   (void)arg;
-  prctl(PR_SET_NAME, TM_RECLAIM_THREAD_NAME);
+  prctl(PR_SET_NAME, TM_PUBLISH_THREAD_NAME);
   /* Sleeps in tm_watch_wait while it can (a write to the cgroup's limits
    * wakes it, and so does rc_stop_and_join); on the condition variable
    * otherwise. A pass runs when the last one's wait has passed or a limit
    * was written; the tick (the live record) may wake it in between. */
-  bool watching = tm_watch_start();
+  bool reclaiming = false, watching = false;
   uint64_t next_pass = 0;
   pthread_mutex_lock(&rc_mu);
   while (!rc_stop) {
     pthread_mutex_unlock(&rc_mu);
-    if (tm_clock_ns(CLOCK_MONOTONIC) >= next_pass) {
+    if (!reclaiming) {
+      tm_budget_refresh();
+      if (tm_reclaim_needed()) {
+        reclaiming = true;
+        prctl(PR_SET_NAME, TM_RECLAIM_THREAD_NAME);
+        watching = tm_watch_start();
+        next_pass = 0;
+      }
+    }
+    if (reclaiming && tm_clock_ns(CLOCK_MONOTONIC) >= next_pass) {
       uint64_t w = tm_reclaim_pass();
       next_pass = tm_clock_ns(CLOCK_MONOTONIC) + w;
     }
     uint64_t live = bg_tick(true), now = tm_clock_ns(CLOCK_MONOTONIC);
-    uint64_t wait = next_pass > now ? next_pass - now : 0;
+    uint64_t wait = !reclaiming ? TM_BUDGET_REFRESH_NS : next_pass > now ? next_pass - now : 0;
     if (live < wait) wait = live;
     int woke = watching ? tm_watch_wait(wait) : -1;
     if (woke >= 0) {
@@ -115,7 +149,7 @@ static void *rc_main(void *arg)
     }
   }
   pthread_mutex_unlock(&rc_mu);
-  tm_watch_stop();
+  if (reclaiming) tm_watch_stop();
   const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
   if (t) t->stopped();
   tm_reclaim_stopped();
@@ -144,8 +178,10 @@ static void rc_start(void)
   pthread_attr_destroy(&attr);
   pthread_sigmask(SIG_SETMASK, &old, NULL);
   if (err != 0) {
-    tm_warn("cannot start the reclaim thread (errno %d); budgets steer new memory only", err);
+    tm_warn("cannot start the library's thread (errno %d); budgets steer new memory only, and the "
+            "live record is published as memory is committed", err);
     /* Not retried: running stays set. */
+    atomic_store_explicit(&rc_failed, true, memory_order_relaxed);
   }
 }
 
@@ -174,17 +210,29 @@ static void rc_stop_and_join(void)
 
 static bool bg_je_wanted(void);
 
+/* On a program thread outside jemalloc's locks: starts the library's
+ * thread when it is wanted; else, when may_publish, publishes the record
+ * itself if that is due (a process without the thread). */
+static void bg_thread_start_if_wanted(bool may_publish)
+{
+  bool running = atomic_load_explicit(&rc_running, memory_order_relaxed);
+  if (!running && (tm_reclaim_needed() || bg_publisher_wanted())) rc_start();
+  else if (may_publish && (!running || atomic_load_explicit(&rc_failed, memory_order_relaxed)) && bg_tick_due())
+    bg_tick(false);
+}
+
 /* Runs on a program thread on its way out of malloc (tm_account_defer). */
 static void bg_start_deferred(void)
 {
   if (bg_je_wanted()) bg_start();
-  if (tm_reclaim_needed()) rc_start();
-  else if (!atomic_load_explicit(&rc_running, memory_order_relaxed) && bg_tick_due()) bg_tick(false);
+  bg_thread_start_if_wanted(true);
 }
 
 void tm_background_reclaim_wanted(void)
 {
-  if (atomic_load_explicit(&rc_running, memory_order_relaxed) || (!tm_reclaim_needed() && !bg_tick_due()))
+  bool running = atomic_load_explicit(&rc_running, memory_order_relaxed);
+  if (running ? !(atomic_load_explicit(&rc_failed, memory_order_relaxed) && bg_tick_due())
+              : !tm_reclaim_needed() && !bg_tick_due() && !bg_publisher_wanted())
     return;
   tm_thread_t *self = &tm_tls;
   if (self->state != TM_THREAD_READY || self->internal) return;
@@ -206,15 +254,15 @@ static bool bg_je_wanted(void)
   if (atomic_load_explicit(&bg_running, memory_order_relaxed) ||
       tm_option(TM_OPTION_BACKGROUND_THREAD)->num != BG_AUTO)
     return false;
-  uint64_t mapped = 0;
-  for (unsigned t = 0; t < tm_ranges.n; t++) mapped += tm_range_mapped(t);
-  return mapped >= BG_HEAP_MIN;
+  return bg_heap_mapped() >= BG_HEAP_MIN;
 }
 
 void tm_background_heap_grew(void)
 {
   tm_thread_t *self = &tm_tls;
-  if (!bg_je_wanted() || self->state != TM_THREAD_READY || self->internal) return;
+  if (!(bg_je_wanted() || (!atomic_load_explicit(&rc_running, memory_order_relaxed) && bg_publisher_wanted())) ||
+      self->state != TM_THREAD_READY || self->internal)
+    return;
   tm_account_defer(self, bg_start_deferred);
 }
 
@@ -253,8 +301,12 @@ void tm_background_no_thread_left(void)
 void tm_background_postfork_child(void)
 {
   atomic_store_explicit(&bg_running, false, memory_order_relaxed);
+  atomic_store_explicit(&rc_failed, false, memory_order_relaxed);
   pthread_mutex_init(&rc_mu, NULL);
-  bool rc_ran = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed);
+  /* A thread that only published starts again at the child's first commit
+   * (a shell's children, which exec at once, mostly commit nothing); one that
+   * reclaimed, at its next allocation. */
+  bool rc_ran = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed) && tm_reclaim_needed();
   rc_cv_ok = false;
   tm_watch_stop();   /* the parent's instance: the child's thread makes its own */
   tm_reclaim_postfork_child();

@@ -24,7 +24,7 @@
 #include "range.h"
 #include "stats.h"
 
-/* Taken by every writer (the reclaim thread and program threads publishing
+/* Taken by every writer (the library's thread and program threads publishing
  * on demand); never by a reader, which is another process. */
 static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static tier_live_t *live_rec;            /* the mapping; NULL: no record (yet) */
@@ -194,13 +194,18 @@ void tm_live_init(void)
   }
   live_interval_ns = (ms < 10 ? 10 : ms) * 1000000u;
   live_wanted = true;
-  static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped };
+  static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped, tm_live_wanted };
   tm_background_set_tick(&tick);
   atomic_store_explicit(&live_next_ns, tm_clock_ns(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
   /* The record is made by this first publication, which says so (STARTUP). */
   tier_stats_t s;
   tm_stats_snapshot(&s, NULL);
   tm_live_publish(&s);
+}
+
+bool tm_live_wanted(void)
+{
+  return atomic_load_explicit(&live_wanted, memory_order_relaxed);
 }
 
 bool tm_live_due(void)

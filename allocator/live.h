@@ -3,10 +3,10 @@
  * (tier_live_t, include/tiermalloc.h): <TIERMALLOC_LIVE_DIR>/tiermalloc.<pid>,
  * mode 0600, mapped shared, written under a seqlock so that a reader never
  * blocks the writer and never keeps a torn copy. Written at start-up, by the
- * reclaim thread every TIERMALLOC_LIVE_MS while it runs (no thread of its
- * own: a process without reclaim publishes at start-up and on demand), on
- * demand (tier_stats_get, tier_stats_print, tier_stats_publish); removed at
- * exit. Never allocates.
+ * library's thread every TIERMALLOC_LIVE_MS while it runs (background.h says
+ * when a process gets one; one without it publishes as it commits memory,
+ * at most once an interval), on demand (tier_stats_get, tier_stats_print,
+ * tier_stats_publish); removed at exit. Never allocates.
  */
 #ifndef TM_LIVE_H
 #define TM_LIVE_H
@@ -25,16 +25,20 @@ void tm_live_init(void);
 
 /* Publishes when the interval has passed (resident measured again when the
  * memory changed, else every 10 s, and no more often than 50 x what the
- * last measurement cost; else the last figure is kept, with its time): at each wake of the reclaim thread
- * (on_thread), or on a program thread committing memory while no reclaim
- * thread runs (background.h). Returns the nanoseconds until the next
+ * last measurement cost; else the last figure is kept, with its time): at each wake of the library's thread
+ * (on_thread), or on a program thread committing memory while that thread
+ * does not run (background.h). Returns the nanoseconds until the next
  * publication, UINT64_MAX for none. */
 uint64_t tm_live_tick(bool on_thread);
 
 /* The interval has passed since the last publication (a relaxed load). */
 bool tm_live_due(void);
 
-/* The reclaim thread stops: the record says no thread publishes now. */
+/* The record is on (the option) and was not refused for good: worth a
+ * thread that publishes it (a relaxed load). */
+bool tm_live_wanted(void);
+
+/* The library's thread stops: the record says no thread publishes now. */
 void tm_live_thread_stopped(void);
 
 /* Publishes *s (a snapshot whose resident was measured now). ENOENT: the

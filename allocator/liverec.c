@@ -6,6 +6,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "resident.h"
+#include "topology.h"
+
 void tm_liverec_write(tier_live_t *r, const tier_stats_t *s, uint32_t publisher,
                       uint64_t published_ns, uint64_t resident_ns, uint64_t interval_ns)
 {
@@ -41,6 +44,26 @@ int tm_liverec_read(const volatile tier_live_t *r, uint64_t size, tier_live_t *o
     return 0;
   }
   return EAGAIN;
+}
+
+int tm_liverec_measure(tier_live_t *r, const char *numa_maps)
+{
+  if (r->range_end <= r->range_base) return ERANGE;
+  tm_topology_t topo;
+  memset(&topo, 0, sizeof topo);
+  memset(topo.node_tier, -1, sizeof topo.node_tier);
+  unsigned ntiers = r->stats.ntiers < TIER_MAX_TIERS ? r->stats.ntiers : TIER_MAX_TIERS;
+  topo.ntiers = (int)ntiers;
+  for (unsigned t = 0; t < ntiers; t++)
+    for (int n = 0; n < TIER_MAX_NODES; n++)
+      if (topo.node_tier[n] < 0 && tm_nodemask_test((const tm_nodemask_t *)r->stats.tier[t].nodes, n))
+        topo.node_tier[n] = (int8_t)t;
+  tm_resident_t res;
+  int err = tm_resident_measure(numa_maps, &topo, (uintptr_t)r->range_base, (uintptr_t)r->range_end, &res);
+  if (err != 0) return err;
+  for (unsigned t = 0; t < TIER_MAX_TIERS; t++) r->stats.tier[t].resident = t < ntiers ? res.tier[t] : 0;
+  r->stats.resident_other = res.other;
+  return 0;
 }
 
 uint64_t tm_liverec_pid_ns(void)

@@ -79,7 +79,7 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
 
 tm_stats_who_t tm_stats_me(void)
 {
-  return (tm_stats_who_t){ (uint32_t)getpid(), program_invocation_short_name, false };
+  return (tm_stats_who_t){ (uint32_t)getpid(), program_invocation_short_name, false, NULL };
 }
 
 static void stats_write_fd(void *arg, const char *buf, size_t len)

@@ -183,7 +183,7 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
                      void *arg, tier_stats_format_t format)
 {
   if (format == TIER_STATS_PROM) {
-    tm_stats_who_t self = { 0, "", false };
+    tm_stats_who_t self = { 0, "", false, NULL };
     tm_stats_format_prom(&s, who ? who : &self, 1, write, arg);
     return;
   }
@@ -195,6 +195,13 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
     if (who) {
       stats_put(&o, ",\"pid\":%u,\"command\":", who->pid);
       stats_put_json_str(&o, who->command);
+    }
+    if (who && who->record) {
+      const tm_stats_record_t *g = who->record;
+      stats_put(&o, ",\"publisher\":\"%s\",\"publish_interval_ns\":%llu,\"published_age_ns\":%llu,"
+                    "\"resident_by\":\"%s\",\"resident_age_ns\":%llu",
+                g->publisher, (unsigned long long)g->interval_ns, (unsigned long long)g->published_age_ns,
+                g->resident_by, (unsigned long long)g->resident_age_ns);
     }
     stats_put(&o, ",\"ntiers\":%u", s->ntiers);
 #define X(name, unit, doc)                                                                         \
@@ -397,6 +404,32 @@ void tm_stats_format_prom(const tier_stats_t *const *s, const tm_stats_who_t *wh
     prom_put_label(&o, "reclaim_mode", tm_stats_reclaim_mode_name(s[k]->reclaim_mode));
     prom_put_label(&o, "cold_signal", s[k]->cold_signal);
     stats_put(&o, ",stats_version=\"%u\"} 1\n", s[k]->version);
+  }
+  /* A reader's view of a live record: how old its figures are. */
+  bool records = n > 0;
+  for (unsigned k = 0; k < n; k++) records &= who[k].record != NULL;
+  if (records) {
+    prom_head(&o, "tiermalloc_record_age_seconds",
+              "seconds since the process last published its figures; more than twice "
+              "tiermalloc_record_interval_seconds: they are stale (the process is stopped or stuck)", false);
+    for (unsigned k = 0; k < n; k++) {
+      prom_sample_start(&o, "tiermalloc_record_age_seconds", &who[k], s[k], -1);
+      prom_value(&o, "ns", who[k].record->published_age_ns);
+    }
+    prom_head(&o, "tiermalloc_record_interval_seconds",
+              "how often the process's thread publishes its figures; 0: no thread publishes now, they are "
+              "as of its last allocation that committed memory", false);
+    for (unsigned k = 0; k < n; k++) {
+      prom_sample_start(&o, "tiermalloc_record_interval_seconds", &who[k], s[k], -1);
+      prom_value(&o, "ns", who[k].record->interval_ns);
+    }
+    prom_head(&o, "tiermalloc_resident_age_seconds",
+              "seconds since the resident figures were measured: 0 when tierctl measured them at the read "
+              "(/proc/PID/numa_maps), else the process's own measurement's age", false);
+    for (unsigned k = 0; k < n; k++) {
+      prom_sample_start(&o, "tiermalloc_resident_age_seconds", &who[k], s[k], -1);
+      prom_value(&o, "ns", who[k].record->resident_age_ns);
+    }
   }
   prom_head(&o, "tiermalloc_reclaim_state", "what the reclaim thread is doing now (1 for the state in the label)", false);
   for (unsigned k = 0; k < n; k++) {

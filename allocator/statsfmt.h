@@ -13,14 +13,26 @@
 
 #include "tiermalloc.h"
 
+/* How old a live record's figures are, as a reader (tierctl) saw it: JSON
+ * and Prometheus carry these so that a figure that cannot be fresh says so. */
+typedef struct tm_stats_record_s {
+  uint64_t published_age_ns;   /* since the process last published its record */
+  uint64_t interval_ns;        /* its thread's publishing period; 0: no thread publishes now */
+  uint64_t resident_age_ns;    /* since resident was measured (0: by the reader, at the read) */
+  const char *publisher;       /* who published last: "start-up", "thread", "api call", "allocation" */
+  const char *resident_by;     /* "tierctl" (measured at the read) or "process" (the record's) */
+} tm_stats_record_t;
+
 /* Whose stats: JSON and Prometheus carry its pid and command (NULL: none).
  * foreign: read from another process's record, whose site frames are printed
  * as addresses (they mean nothing in the reader's address space); the
- * calling process's are named with dladdr. */
+ * calling process's are named with dladdr. record: the record's ages (NULL:
+ * the calling process's own stats, measured now). */
 typedef struct tm_stats_who_s {
   uint32_t pid;
   const char *command;
   bool foreign;
+  const tm_stats_record_t *record;
 } tm_stats_who_t;
 
 /* Prints *s through write(arg, ...) in any tier_stats_format_t. */

@@ -33,12 +33,13 @@ static void thread_key_create(void)
 /* jemalloc names its background threads first thing. Their first thread
  * registers here when it starts the others (glibc's pthread_create callocs
  * the new thread's TLS vector); they are not the program's threads. Nor is
- * the reclaim thread, which should never get here (it does not allocate). */
+ * the library's thread, which should never get here (it does not allocate). */
 static bool thread_is_internal(void)
 {
   char name[16] = "";
   return prctl(PR_GET_NAME, name) == 0 &&
-         (strcmp(name, "jemalloc_bg_thd") == 0 || strcmp(name, TM_RECLAIM_THREAD_NAME) == 0);
+         (strcmp(name, "jemalloc_bg_thd") == 0 || strcmp(name, TM_RECLAIM_THREAD_NAME) == 0 ||
+          strcmp(name, TM_PUBLISH_THREAD_NAME) == 0);
 }
 
 tm_thread_t *tm_thread_prepare(void)

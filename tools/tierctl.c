@@ -54,11 +54,16 @@ static const char *live_dir(void)
   return d && d[0] ? d : "/dev/shm";
 }
 
-static double now_s(void)
+static uint64_t now_ns(void)
 {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static double now_s(void)
+{
+  return (double)now_ns() / 1e9;
 }
 
 /* ---- reading a record ------------------------------------------------------ */
@@ -105,8 +110,39 @@ static bool maps_tiermalloc(const char *line, const void *arg)
   return strstr(line, "libtiermalloc") != NULL;
 }
 
-static rd_t read_record(pid_t pid, tier_live_t *out)
+/* A record as tierctl shows it: the process's copy, whose resident bytes
+ * tierctl measured again itself at the read where it may (the process's
+ * numa_maps, which its user and root can read unless it made itself not
+ * dumpable): the process's own figure can be up to 10 s old, or from
+ * whenever it last published. */
+typedef struct {
+  tier_live_t r;
+  uint64_t read_ns;   /* CLOCK_REALTIME of the read */
+  int measure_err;    /* 0: resident measured by tierctl at read_ns; else why not (errno) */
+} seen_t;
+
+static uint64_t age_ns(uint64_t now, uint64_t then)
 {
+  return now > then ? now - then : 0;
+}
+
+/* The ages a reader needs to trust the figures (statsfmt prints them). */
+static tm_stats_record_t seen_ages(const seen_t *v)
+{
+  const tier_live_t *r = &v->r;
+  static const char *const names[] = { "start-up", "thread", "api call", "allocation" };
+  return (tm_stats_record_t){
+    .published_age_ns = age_ns(v->read_ns, r->published_ns),
+    .interval_ns = r->interval_ns,
+    .resident_age_ns = v->measure_err == 0 ? 0 : age_ns(v->read_ns, r->resident_ns),
+    .publisher = r->publisher < sizeof names / sizeof *names ? names[r->publisher] : "start-up",
+    .resident_by = v->measure_err == 0 ? "tierctl" : "process",
+  };
+}
+
+static rd_t read_record(pid_t pid, seen_t *seen)
+{
+  tier_live_t *out = &seen->r;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/" TIER_LIVE_PREFIX "%d", live_dir(), (int)pid);
   int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -133,6 +169,10 @@ static rd_t read_record(pid_t pid, tier_live_t *out)
     unlink(path);   /* the directory's sticky bit lets its owner (or root) do it */
     return RD_STALE;
   }
+  char maps[64];
+  snprintf(maps, sizeof maps, "/proc/%d/numa_maps", (int)pid);
+  seen->read_ns = now_ns();
+  seen->measure_err = tm_liverec_measure(out, maps);
   return RD_OK;
 }
 
@@ -162,14 +202,14 @@ static int explain_rd(pid_t pid, rd_t r)
 
 /* Every readable, live record, pids ascending. Stale ones are removed. */
 typedef struct {
-  tier_live_t *rec;
+  seen_t *rec;
   unsigned n, cap;
 } recs_t;
 
 static int pid_cmp(const void *a, const void *b)
 {
-  const tier_live_t *x = a, *y = b;
-  return x->pid < y->pid ? -1 : x->pid > y->pid;
+  const seen_t *x = a, *y = b;
+  return x->r.pid < y->r.pid ? -1 : x->r.pid > y->r.pid;
 }
 
 static int list_records(recs_t *out)
@@ -185,7 +225,7 @@ static int list_records(recs_t *out)
     if (*end || pid <= 0) continue;
     if (out->n == out->cap) {
       out->cap = out->cap ? 2 * out->cap : 16;
-      tier_live_t *grown = realloc(out->rec, out->cap * sizeof *out->rec);
+      seen_t *grown = realloc(out->rec, out->cap * sizeof *out->rec);
       if (!grown) break;
       out->rec = grown;
     }
@@ -217,11 +257,19 @@ static const char *human(uint64_t v, char *buf, size_t size)
 static const char *publisher_name(uint32_t p, uint64_t interval_ns)
 {
   switch (p) {
-  case TIER_LIVE_THREAD: return interval_ns ? "reclaim thread" : "reclaim thread, stopped";
+  case TIER_LIVE_THREAD: return interval_ns ? "its thread" : "its thread, stopped";
   case TIER_LIVE_DEMAND: return "api call";
   case TIER_LIVE_COMMIT: return "allocation";
   default: return "start-up";
   }
+}
+
+/* The record's own figures are older than its process's thread would leave
+ * them: the process is stopped (or stuck), or no thread publishes in it. */
+static bool seen_stale(const seen_t *v)
+{
+  uint64_t age = age_ns(v->read_ns, v->r.published_ns);
+  return v->r.interval_ns == 0 ? age > 1000000000ull : age > 2 * v->r.interval_ns + 200000000ull;
 }
 
 static void ps_header(void)
@@ -230,14 +278,18 @@ static void ps_header(void)
          "LOWER TIERS", "RECLAIM", "PUBLISHED");
 }
 
-static void ps_line(const tier_live_t *r)
+static void ps_line(const seen_t *v)
 {
+  const tier_live_t *r = &v->r;
   const tier_stats_t *s = &r->stats;
   uint64_t lower = 0;
   for (unsigned t = 1; t < s->ntiers && t < TIER_MAX_TIERS; t++) lower += s->tier[t].resident;
-  char a[32], b[32], c[32], d[32], age[64];
-  double ago = now_s() - (double)r->published_ns / 1e9;
-  snprintf(age, sizeof age, "%.1fs ago, %s", ago < 0 ? 0 : ago, publisher_name(r->publisher, r->interval_ns));
+  char a[32], b[32], c[32], d[32], age[96];
+  tm_stats_record_t g = seen_ages(v);
+  int n = snprintf(age, sizeof age, "%.1fs ago, %s", (double)g.published_age_ns / 1e9,
+                   publisher_name(r->publisher, r->interval_ns));
+  if (v->measure_err != 0 && n > 0 && (size_t)n < sizeof age)
+    snprintf(age + n, sizeof age - (size_t)n, "; resident %.1fs old", (double)g.resident_age_ns / 1e9);
   printf("%-7u %-15.15s %12s %12s %12s %12s  %-12s %s\n", r->pid, r->command, human(s->tier[0].resident, a, sizeof a),
          human(s->tier[0].budget.high, b, sizeof b), human(s->tier[0].budget.max, c, sizeof c),
          s->ntiers > 1 ? human(lower, d, sizeof d) : "-", tm_stats_reclaim_state_name(s->reclaim_state), age);
@@ -283,14 +335,17 @@ static int cmd_status(int argc, char **argv)
     if (err) return fail("cannot read %s: %s", live_dir(), strerror(err));
     const tier_stats_t **s = calloc(l.n + 1, sizeof *s);
     tm_stats_who_t *who = calloc(l.n + 1, sizeof *who);
-    if (!s || !who) return fail("out of memory");
+    tm_stats_record_t *ages = calloc(l.n + 1, sizeof *ages);
+    if (!s || !who || !ages) return fail("out of memory");
     for (unsigned k = 0; k < l.n; k++) {
-      s[k] = &l.rec[k].stats;
-      who[k] = (tm_stats_who_t){ l.rec[k].pid, l.rec[k].command, true };
+      s[k] = &l.rec[k].r.stats;
+      ages[k] = seen_ages(&l.rec[k]);
+      who[k] = (tm_stats_who_t){ l.rec[k].r.pid, l.rec[k].r.command, true, &ages[k] };
     }
     tm_stats_format_prom(s, who, l.n, write_stdout, NULL);
     free(s);
     free(who);
+    free(ages);
     free(l.rec);
     return 0;
   }
@@ -298,21 +353,26 @@ static int cmd_status(int argc, char **argv)
     fail("status: which process? (usage: tierctl status PID [--json | --prom]; all: tierctl status --prom)");
     return 2;
   }
-  tier_live_t r;
-  rd_t rd = read_record(pid, &r);
+  seen_t v;
+  rd_t rd = read_record(pid, &v);
   if (rd != RD_OK) return explain_rd(pid, rd);
-  tm_stats_who_t who = { r.pid, r.command, true };
+  const tier_live_t *r = &v.r;
+  tm_stats_record_t ages = seen_ages(&v);
+  tm_stats_who_t who = { r->pid, r->command, true, &ages };
   if (fmt == TIER_STATS_TEXT) {
-    double ago = now_s() - (double)r.published_ns / 1e9;
-    printf("process %u (%s): published %.1f s ago (%s)", r.pid, r.command, ago < 0 ? 0 : ago,
-           publisher_name(r.publisher, r.interval_ns));
-    if (r.interval_ns) printf(", every %.0f ms", (double)r.interval_ns / 1e6);
-    else printf("; no reclaim thread publishes in it: the figures are as of then");
-    double rago = now_s() - (double)r.resident_ns / 1e9;
-    if (rago > ago + 0.05) printf("; resident measured %.1f s ago", rago);
+    printf("process %u (%s): published %.1f s ago (%s)", r->pid, r->command, (double)ages.published_age_ns / 1e9,
+           publisher_name(r->publisher, r->interval_ns));
+    if (r->interval_ns) printf(", every %.0f ms", (double)r->interval_ns / 1e6);
+    if (seen_stale(&v))
+      printf("; %s: its own figures are as of then", r->interval_ns ? "late (the process is stopped?)"
+                                                                   : "no thread publishes in it now");
+    if (v.measure_err == 0) printf("; resident measured now by tierctl");
+    else
+      printf("; resident as the process measured it %.1f s ago (tierctl cannot read /proc/%u/numa_maps: %s)",
+             (double)ages.resident_age_ns / 1e9, r->pid, strerror(v.measure_err));
     printf("\n");
   }
-  tm_stats_format(&r.stats, &who, write_stdout, NULL, fmt);
+  tm_stats_format(&r->stats, &who, write_stdout, NULL, fmt);
   return 0;
 }
 
@@ -416,9 +476,10 @@ static int cmd_record(int argc, char **argv)
     fail("record: which process? (usage: tierctl record PID [-i INTERVAL] [-o FILE.csv])");
     return 2;
   }
-  tier_live_t r;
-  rd_t rd = read_record(pid, &r);
+  seen_t v;
+  rd_t rd = read_record(pid, &v);
   if (rd != RD_OK) return explain_rd(pid, rd);
+  const tier_live_t r = v.r;
   FILE *f = out ? fopen(out, "we") : stdout;
   if (!f) return fail("cannot write %s: %s", out, strerror(errno));
   signal(SIGINT, on_signal);
@@ -439,7 +500,7 @@ static int cmd_record(int argc, char **argv)
   double start = now_s();
   unsigned rows = 0;
   while (!stop_now) {
-    const tier_stats_t *s = &r.stats;
+    const tier_stats_t *s = &v.r.stats;
     fprintf(f, "%.3f", now_s() - start);
     for (unsigned t = 0; t < ntiers; t++) {
 #define X(name, expr) fprintf(f, ",%lld", (expr) == TIER_UNLIMITED ? -1LL : (long long)(expr));
@@ -451,7 +512,7 @@ static int cmd_record(int argc, char **argv)
     rows++;
     struct timespec ts = { (time_t)every, (long)((every - (double)(time_t)every) * 1e9) };
     nanosleep(&ts, NULL);
-    if (read_record(pid, &r) != RD_OK) break;   /* the process ended */
+    if (read_record(pid, &v) != RD_OK) break;   /* the process ended */
   }
   if (out) fclose(f);
   if (out) fprintf(stderr, "tierctl: %u rows in %s\n", rows, out);
@@ -664,9 +725,10 @@ static int cmd_explain(int argc, char **argv)
     fail("explain: usage: tierctl explain [PID]");
     return 2;
   }
-  tier_live_t r;
+  seen_t v;
+  const tier_live_t *rp = &v.r;
   if (pid) {
-    rd_t rd = read_record(pid, &r);
+    rd_t rd = read_record(pid, &v);
     if (rd != RD_OK) return explain_rd(pid, rd);
   }
   tm_options_init();
@@ -687,10 +749,10 @@ static int cmd_explain(int argc, char **argv)
   char root[64] = "";
   bool known = true;   /* the cgroup's limits were read */
   if (pid) {
-    printf("budgets of process %u (%s), cgroup %s, as it published them:\n", r.pid, r.command,
-           r.stats.cgroup[0] ? r.stats.cgroup : "(none)");
-    for (unsigned t = 0; t < r.stats.ntiers && t < TIER_MAX_TIERS; t++) {
-      const tier_stats_tier_t *ti = &r.stats.tier[t];
+    printf("budgets of process %u (%s), cgroup %s, as it published them:\n", rp->pid, rp->command,
+           rp->stats.cgroup[0] ? rp->stats.cgroup : "(none)");
+    for (unsigned t = 0; t < rp->stats.ntiers && t < TIER_MAX_TIERS; t++) {
+      const tier_stats_tier_t *ti = &rp->stats.tier[t];
       char a1[32], b1[32], c1[32], d1[32];
       printf("  tier %u: min %s, low %s, high %s, max %s (from %s)\n", t, human(ti->budget.min, a1, sizeof a1),
              human(ti->budget.low, b1, sizeof b1), human(ti->budget.high, c1, sizeof c1),

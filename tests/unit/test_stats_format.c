@@ -144,7 +144,7 @@ Test(stats_format, prometheus_families_for_two_processes)
   tier_stats_t a = fmt_sample(), b2 = fmt_sample();
   b2.tier[0].resident = 1;
   const tier_stats_t *s[] = { &a, &b2 };
-  tm_stats_who_t who[] = { { 10, "app", true }, { 11, "x\"y", true } };
+  tm_stats_who_t who[] = { { 10, "app", true, NULL }, { 11, "x\"y", true, NULL } };
   statsbuf_t b = { .n = 0 };
   tm_stats_format_prom(s, who, 2, statsbuf_write, &b);
   cr_expect(strstr(b.s, "# HELP tiermalloc_tier_resident_bytes bytes of the process's tiered ranges") != NULL,
@@ -197,7 +197,7 @@ Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addre
   tier_stats_t s = fmt_sample();
   s.sites_apart = 1;
   s.site[0] = (tier_stats_site_t){ .frames = { (uint64_t)(uintptr_t)getpid + 4 } };
-  tm_stats_who_t who = { 42, "db", true };
+  tm_stats_who_t who = { 42, "db", true, NULL };
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_JSON);
   const char *head = "{\"version\":6,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
@@ -212,7 +212,7 @@ Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addre
 Test(stats_format, prometheus_matches_the_golden_file)
 {
   tier_stats_t s = fmt_sample();
-  tm_stats_who_t who = { 4242, "app", true };
+  tm_stats_who_t who = { 4242, "app", true, NULL };
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_PROM);
   const char *path = "tests/unit/golden/stats.prom";
