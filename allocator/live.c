@@ -37,6 +37,7 @@ static _Atomic uint64_t live_next_ns;    /* CLOCK_MONOTONIC: the next publicatio
 static uint64_t live_measured_ns;        /* CLOCK_MONOTONIC: the last resident measurement */
 static uint64_t live_resident_real_ns;   /* the same, CLOCK_REALTIME, for the record */
 static tier_stats_t live_last;           /* under live_mu: its resident is reused */
+static atomic_bool live_by_thread;       /* the last publication was the thread's, and it runs */
 
 #define LIVE_RESIDENT_EVERY_NS (10 * 1000000000ull)
 #define LIVE_CHANGED ((uint64_t)1 << 20)
@@ -219,8 +220,12 @@ uint64_t tm_live_tick(bool on_thread)
   if (!live_wanted && live_rec == NULL) return UINT64_MAX;
   uint64_t now = tm_clock_ns(CLOCK_MONOTONIC);
   uint64_t next = atomic_load_explicit(&live_next_ns, memory_order_relaxed);
-  if (now < next) return next - now;
+  /* A thread that starts publishing says so at once: the record then
+   * promises a publication every interval. */
+  bool first = on_thread && !atomic_load_explicit(&live_by_thread, memory_order_relaxed);
+  if (now < next && !first) return next - now;
   pthread_mutex_lock(&live_mu);
+  atomic_store_explicit(&live_by_thread, on_thread, memory_order_relaxed);
   uint32_t publisher = on_thread ? TIER_LIVE_THREAD : TIER_LIVE_COMMIT;
   if (live_ready_locked(&publisher)) {
     tier_stats_t s;
@@ -249,6 +254,7 @@ void tm_live_thread_stopped(void)
   pthread_mutex_lock(&live_mu);
   if (live_rec != NULL) live_store_locked(&live_last, live_rec->publisher, 0);
   atomic_store_explicit(&live_next_ns, 0, memory_order_relaxed);
+  atomic_store_explicit(&live_by_thread, false, memory_order_relaxed);
   pthread_mutex_unlock(&live_mu);
 }
 
@@ -295,6 +301,7 @@ static void live_postfork_child(void)
   pthread_mutex_init(&live_mu, NULL);
   if (live_rec != NULL) munmap(live_rec, live_size);
   live_rec = NULL;
+  atomic_store_explicit(&live_by_thread, false, memory_order_relaxed);
   /* Not at once: a child that execs within the interval (a shell's) leaves
    * no record behind; exec runs no exit handler. */
   atomic_store_explicit(&live_next_ns, tm_clock_ns(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);

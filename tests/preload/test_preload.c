@@ -883,8 +883,9 @@ typedef struct idle_result_s {
 } idle_result_t;
 
 /* build/tests/progs/idle MIB THREADS WAIT_MS, preloaded with a 1 s decay
- * (preload: the library or NULL for glibc's malloc). */
-static idle_result_t idle_run(const char *preload, int mib, int threads, int wait_ms)
+ * (preload: the library or NULL for glibc's malloc), and `extra` (a
+ * "NAME=value" or NULL) in its environment. */
+static idle_result_t idle_run_env(const char *preload, int mib, int threads, int wait_ms, const char *extra)
 {
   char prog[PATH_MAX], a1[16], a2[16], a3[16];
   preload_prog("idle", prog, sizeof prog);
@@ -892,7 +893,8 @@ static idle_result_t idle_run(const char *preload, int mib, int threads, int wai
   snprintf(a2, sizeof a2, "%d", threads);
   snprintf(a3, sizeof a3, "%d", wait_ms);
   char *argv[] = { prog, a1, a2, a3, NULL };
-  char *env[] = { "TIERMALLOC_DIRTY_DECAY_MS=1000", (char *)preload, NULL };
+  char *env[] = { "TIERMALLOC_DIRTY_DECAY_MS=1000", (char *)(preload ? preload : extra),
+                  (char *)(preload ? extra : NULL), NULL };
   spawn_result_t r = spawn_run(argv, env, NULL, 50);
   char st[128];
   cr_assert(r.err == 0 && WIFEXITED(r.status) && WEXITSTATUS(r.status) == 0, "idle: %s; %s",
@@ -903,6 +905,11 @@ static idle_result_t idle_run(const char *preload, int mib, int threads, int wai
   cr_expect_str_eq(r.errout, "");
   spawn_free(&r);
   return x;
+}
+
+static idle_result_t idle_run(const char *preload, int mib, int threads, int wait_ms)
+{
+  return idle_run_env(preload, mib, threads, wait_ms, NULL);
 }
 
 /* A program that frees most of its memory and then stops calling the
@@ -936,10 +943,16 @@ Test(preload, multi_threaded_program_gives_freed_memory_back_when_idle, .timeout
   idle_returns_memory(4, 32);
 }
 
-/* Below 64 MiB of heap, a single-threaded program keeps a single thread. */
-Test(preload, small_single_threaded_program_gets_no_extra_thread, .timeout = 60)
+/* Below 64 MiB of heap, a single-threaded program gets no jemalloc
+ * background thread: without the live record it keeps a single thread;
+ * with it, the one thread that publishes the record (its name is checked
+ * in tests/preload/test_tierctl.c). */
+Test(preload, small_single_threaded_program_gets_no_jemalloc_background_thread, .timeout = 60)
 {
   PRELOAD_REQUIRE_LIB(ld);
-  idle_result_t tm = idle_run(ld, 32, 1, 100);
-  cr_expect_eq(tm.threads, 1, "%ld threads", tm.threads);
+  idle_result_t tm = idle_run_env(ld, 32, 1, 100, "TIERMALLOC_LIVE_MS=0");
+  cr_expect_eq(tm.threads, 1, "%ld threads without the live record", tm.threads);
+  tm = idle_run_env(ld, 32, 1, 100, "TIERMALLOC_LIVE_DIR=/tmp");
+  cr_expect_eq(tm.threads, 2, "%ld threads with the live record: the program's and the one that publishes it",
+               tm.threads);
 }

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <dirent.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,14 +47,18 @@ static void tc_sleep_ms(long ms)
   nanosleep(&ts, NULL);
 }
 
-/* Starts live_hold (MIB, SECONDS, mode) preloaded, publishing into tc_dir;
- * returns its pid once it has written its ready file. */
-static pid_t tc_start(long mib, int secs, const char *mode, const char *extra_env)
+/* Starts live_hold (MIB, SECONDS, mode) preloaded, publishing into tc_dir,
+ * as user `as` (NULL: this one; else through setpriv); returns its pid once
+ * it has written its ready file. */
+static pid_t tc_start_as(long mib, int secs, const char *mode, const char *extra_env, const char *as)
 {
-  char lib[PATH_MAX], prog[PATH_MAX], ready[128], mibs[16], secs_s[16];
+  char lib[PATH_MAX], prog[PATH_MAX], ready[128], mibs[16], secs_s[16], setpriv[PATH_MAX], reuid[64];
   cr_assert_not_null(realpath(TC_LIB, lib), "make builds %s", TC_LIB);
   cr_assert_not_null(realpath("build/tests/progs/live_hold", prog));
+  if (as) cr_assert_not_null(spawn_which("setpriv", setpriv, sizeof setpriv));
+  snprintf(reuid, sizeof reuid, "--reuid=%s", as ? as : "");
   snprintf(ready, sizeof ready, "%s/ready", tc_dir);
+  unlink(ready);
   snprintf(mibs, sizeof mibs, "%ld", mib);
   snprintf(secs_s, sizeof secs_s, "%d", secs);
   pid_t pid = fork();
@@ -62,12 +67,21 @@ static pid_t tc_start(long mib, int secs, const char *mode, const char *extra_en
     setenv("LD_PRELOAD", lib, 1);
     setenv("TIERMALLOC_LIVE_DIR", tc_dir, 1);
     if (extra_env) putenv((char *)extra_env);
-    execl(prog, prog, mibs, secs_s, ready, mode, (char *)NULL);
+    if (as)
+      execl(setpriv, setpriv, reuid, "--regid=nogroup", "--clear-groups", prog, mibs, secs_s, ready, mode,
+            (char *)NULL);
+    else
+      execl(prog, prog, mibs, secs_s, ready, mode, (char *)NULL);
     _exit(127);
   }
   for (int i = 0; i < 1000 && access(ready, F_OK) != 0; i++) tc_sleep_ms(10);
   cr_assert_eq(access(ready, F_OK), 0, "live_hold never got ready");
   return pid;
+}
+
+static pid_t tc_start(long mib, int secs, const char *mode, const char *extra_env)
+{
+  return tc_start_as(mib, secs, mode, extra_env, NULL);
 }
 
 static void tc_stop(pid_t pid)
@@ -133,7 +147,215 @@ static long long tc_numa_maps_anon(pid_t pid)
   return bytes;
 }
 
+/* A JSON string value ("key":"value") into buf; "" when absent. */
+static const char *tc_json_str(const char *json, const char *key, char *buf, size_t size)
+{
+  char pat[64];
+  snprintf(pat, sizeof pat, "\"%s\":\"", key);
+  const char *p = strstr(json, pat);
+  buf[0] = '\0';
+  if (p) {
+    p += strlen(pat);
+    size_t n = strcspn(p, "\"");
+    snprintf(buf, size, "%.*s", (int)(n < size ? n : size - 1), p);
+  }
+  return buf;
+}
+
+/* The value of a Prometheus sample whose line starts with `head` (metric
+ * and labels up to the value); -1 when absent. */
+static double tc_prom_value(const char *text, const char *head)
+{
+  for (const char *p = text; (p = strstr(p, head)) != NULL; p++)
+    if (p == text || p[-1] == '\n') return strtod(p + strlen(head), NULL);
+  return -1;
+}
+
+/* The TIER0 NOW column of pid's line in tierctl ps or top, in bytes; -1
+ * when the process is not listed. */
+static double tc_ps_tier0(const char *text, pid_t pid)
+{
+  char want[32];
+  snprintf(want, sizeof want, "\n%-7d ", (int)pid);
+  const char *p = strstr(text, want);
+  if (!p) return -1;
+  char cmd[32], unit[8];
+  double v;
+  if (sscanf(p + 1, "%*d %31s %lf %7s", cmd, &v, unit) != 3) return -1;
+  return strcmp(unit, "GiB") == 0 ? v * 1073741824.0 : strcmp(unit, "MiB") == 0 ? v * 1048576.0
+       : strcmp(unit, "KiB") == 0 ? v * 1024.0 : v;
+}
+
+static bool tc_within_5_percent(double said, long long kernel)
+{
+  return fabs(said - (double)kernel) <= (double)kernel / 20;
+}
+
 TestSuite(tierctl, .init = tc_setup, .fini = tc_teardown, .timeout = 120);
+
+/* Issue 30: a program that allocates 64 MiB in 1 MiB blocks, writes them
+ * and then calls the allocator no more, with no budget (no reclaim): 3 s
+ * later every form of tierctl shows its resident bytes within 5 % of what
+ * the kernel says (numa_maps), and its own figures (allocated) as of at most
+ * two publishing intervals ago; 20 processes, each checked. */
+Test(tierctl, every_form_is_fresh_for_a_process_that_stopped_allocating, .timeout = 240)
+{
+  enum { N = 20 };
+  pid_t pid[N];
+  for (int k = 0; k < N; k++) pid[k] = tc_start(64, 60, "", NULL);
+  tc_sleep_ms(3000);
+  spawn_result_t ps = tc_tierctl((const char *[]){ "ps", NULL });
+  spawn_result_t top = tc_tierctl((const char *[]){ "top", "-n", "1", NULL });
+  spawn_result_t prom = tc_tierctl((const char *[]){ "status", "--prom", NULL });
+  cr_assert_eq(tc_exit(&ps) | tc_exit(&top) | tc_exit(&prom), 0, "%s%s%s", ps.errout, top.errout, prom.errout);
+  for (int k = 0; k < N; k++) {
+    char pids[16], head[160], by[32];
+    snprintf(pids, sizeof pids, "%d", (int)pid[k]);
+    spawn_result_t r = tc_tierctl((const char *[]){ "status", pids, "--json", NULL });
+    cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+    long long kernel = tc_numa_maps_anon(pid[k]);
+    cr_expect_geq(kernel, 64ll << 20, "process %d: numa_maps says %lld bytes", (int)pid[k], kernel);
+    long long resident = tc_json_num(r.out, "resident_bytes");
+    cr_expect(tc_within_5_percent((double)resident, kernel), "process %d: --json %lld, numa_maps %lld",
+              (int)pid[k], resident, kernel);
+    cr_expect_geq(tc_json_num(r.out, "allocated_bytes"), 64ll << 20, "process %d: %s", (int)pid[k], r.out);
+    cr_expect_str_eq(tc_json_str(r.out, "resident_by", by, sizeof by), "tierctl");
+    cr_expect_str_eq(tc_json_str(r.out, "publisher", by, sizeof by), "thread", "%s", r.out);
+    cr_expect_eq(tc_json_num(r.out, "publish_interval_ns"), 100000000ll);
+    cr_expect_leq(tc_json_num(r.out, "published_age_ns"), 200000000ll + 100000000ll,
+                  "process %d: its figures are older than two intervals: %s", (int)pid[k], r.out);
+    spawn_free(&r);
+    r = tc_tierctl((const char *[]){ "status", pids, "--prom", NULL });
+    cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+    snprintf(head, sizeof head, "tiermalloc_tier_resident_bytes{pid=\"%d\",command=\"live_hold\",tier=\"0\",nodes=\"0\"} ",
+             (int)pid[k]);
+    cr_expect(tc_within_5_percent(tc_prom_value(r.out, head), kernel), "process %d: --prom %.0f, numa_maps %lld",
+              (int)pid[k], tc_prom_value(r.out, head), kernel);
+    cr_expect(tc_within_5_percent(tc_prom_value(prom.out, head), kernel),
+              "process %d: status --prom (all) %.0f, numa_maps %lld", (int)pid[k], tc_prom_value(prom.out, head),
+              kernel);
+    snprintf(head, sizeof head, "tiermalloc_record_age_seconds{pid=\"%d\",command=\"live_hold\"} ", (int)pid[k]);
+    double age = tc_prom_value(r.out, head);
+    cr_expect(age >= 0 && age <= 0.3, "process %d: record age %.3f s in --prom", (int)pid[k], age);
+    snprintf(head, sizeof head, "tiermalloc_resident_age_seconds{pid=\"%d\",command=\"live_hold\"} ", (int)pid[k]);
+    cr_expect_eq(tc_prom_value(r.out, head), 0.0, "resident measured at the read");
+    spawn_free(&r);
+    cr_expect(tc_within_5_percent(tc_ps_tier0(ps.out, pid[k]), kernel), "process %d: ps %.0f, numa_maps %lld\n%s",
+              (int)pid[k], tc_ps_tier0(ps.out, pid[k]), kernel, ps.out);
+    cr_expect(tc_within_5_percent(tc_ps_tier0(top.out, pid[k]), kernel), "process %d: top %.0f, numa_maps %lld",
+              (int)pid[k], tc_ps_tier0(top.out, pid[k]), kernel);
+  }
+  spawn_free(&ps);
+  spawn_free(&top);
+  spawn_free(&prom);
+  for (int k = 0; k < N; k++) tc_stop(pid[k]);
+}
+
+/* A stopped process publishes nothing: every form says how old its own
+ * figures are (and the text that they are late), while resident is still
+ * measured now; once it runs again its thread brings them up to date. */
+Test(tierctl, a_stopped_process_says_its_figures_are_late)
+{
+  pid_t pid = tc_start(16, 30, "", NULL);
+  char pids[16], head[128];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  kill(pid, SIGSTOP);
+  tc_sleep_ms(1500);
+  spawn_result_t r = tc_tierctl((const char *[]){ "status", pids, NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "; late (the process is stopped?): its own figures are as of then; "
+                          "resident measured now by tierctl\n") != NULL, "%s", r.out);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "status", pids, "--json", NULL });
+  cr_expect_geq(tc_json_num(r.out, "published_age_ns"), 1000000000ll, "%s", r.out);
+  cr_expect_eq(tc_json_num(r.out, "resident_age_ns"), 0, "%s", r.out);
+  long long kernel = tc_numa_maps_anon(pid);
+  cr_expect(tc_within_5_percent((double)tc_json_num(r.out, "resident_bytes"), kernel), "%s", r.out);
+  spawn_free(&r);
+  r = tc_tierctl((const char *[]){ "status", pids, "--prom", NULL });
+  snprintf(head, sizeof head, "tiermalloc_record_age_seconds{pid=\"%d\",command=\"live_hold\"} ", (int)pid);
+  cr_expect_geq(tc_prom_value(r.out, head), 1.0, "%s", r.out);
+  spawn_free(&r);
+  kill(pid, SIGCONT);
+  tc_sleep_ms(500);
+  r = tc_tierctl((const char *[]){ "status", pids, "--json", NULL });
+  cr_expect_leq(tc_json_num(r.out, "published_age_ns"), 300000000ll, "running again: %s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}
+
+/* A process whose numa_maps tierctl may not read (one that made itself not
+ * dumpable, as setuid programs are, read by its own user): tierctl shows
+ * the record's resident figure as the process measured it, and how old that
+ * is, in every form; it measures nothing it cannot see. */
+Test(tierctl, an_unreadable_numa_maps_gives_the_records_figure_and_its_age)
+{
+  char setpriv[PATH_MAX], tierctl[PATH_MAX];
+  if (geteuid() != 0 || spawn_which("setpriv", setpriv, sizeof setpriv) == NULL)
+    cr_skip_test("needs root and setpriv to run a process and tierctl as another user");
+  cr_assert_not_null(realpath(TC_TIERCTL, tierctl));
+  /* The other user's process writes its record and ready file here; without
+   * the sticky bit it may replace the record setpriv left under its pid
+   * (setpriv, preloaded too, ran as root and exec'd it). */
+  chmod(tc_dir, 0777);
+  pid_t pid = tc_start_as(16, 30, "undumpable", NULL, "nobody");
+  char pids[16], maps[64], by[32], head[128];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  snprintf(maps, sizeof maps, "/proc/%d/numa_maps", (int)pid);
+  tc_sleep_ms(300);
+  char *env[] = { tc_dir_env, NULL };
+  char *st[] = { setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", tierctl, "status", pids, NULL, NULL };
+  spawn_result_t r = spawn_run(st, env, NULL, 60);
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect(strstr(r.out, "; resident as the process measured it ") != NULL &&
+            strstr(r.out, " s ago (tierctl cannot read /proc/") != NULL, "%s", r.out);
+  spawn_free(&r);
+  st[7] = "--json";
+  r = spawn_run(st, env, NULL, 60);
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect_str_eq(tc_json_str(r.out, "resident_by", by, sizeof by), "process", "%s", r.out);
+  cr_expect_gt(tc_json_num(r.out, "resident_age_ns"), 0, "%s", r.out);
+  /* The process's own measurement (root reads its numa_maps to check it). */
+  long long kernel = tc_numa_maps_anon(pid);
+  cr_expect(tc_within_5_percent((double)tc_json_num(r.out, "resident_bytes"), kernel), "%s", r.out);
+  spawn_free(&r);
+  st[7] = "--prom";
+  r = spawn_run(st, env, NULL, 60);
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  snprintf(head, sizeof head, "tiermalloc_resident_age_seconds{pid=\"%d\",command=\"live_hold\"} ", (int)pid);
+  cr_expect_gt(tc_prom_value(r.out, head), 0.0, "%s", r.out);
+  spawn_free(&r);
+  kill(pid, SIGTERM);   /* root may signal nobody's process */
+  waitpid(pid, NULL, 0);
+}
+
+/* The thread that publishes a record, in a program with no budget: named
+ * for it, and not the reclaim thread. */
+Test(tierctl, a_process_without_a_budget_publishes_from_a_thread_of_its_own)
+{
+  pid_t pid = tc_start(8, 30, "", NULL);
+  char path[128];
+  DIR *d;
+  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+  cr_assert_not_null(d = opendir(path));
+  int pub = 0, rcl = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char comm_path[400], comm[32] = "";
+    snprintf(comm_path, sizeof comm_path, "%s/%s/comm", path, e->d_name);
+    FILE *f = fopen(comm_path, "r");
+    if (!f) continue;
+    if (fgets(comm, sizeof comm, f)) {
+      pub += strcmp(comm, "tiermalloc_pub\n") == 0;
+      rcl += strcmp(comm, "tiermalloc_rcl\n") == 0;
+    }
+    fclose(f);
+  }
+  closedir(d);
+  cr_expect_eq(pub, 1, "the publishing thread");
+  cr_expect_eq(rcl, 0, "no reclaim thread without a budget");
+  tc_stop(pid);
+}
 
 Test(tierctl, status_agrees_with_numa_maps_within_5_percent)
 {

@@ -5,12 +5,18 @@
  *   publish: calls tier_stats_publish (found with dlsym: the library is
  *            preloaded) just before READY, so the record is current;
  *   fork:    a child allocates 16 MiB, publishes, writes its pid into
- *            READY.child and sleeps as long; the parent waits for it. */
+ *            READY.child and sleeps as long; the parent waits for it;
+ *   tier1:   every other block comes from tier 1 (tier_malloc, found with
+ *            dlsym), so the heap is on two tiers where there are two;
+ *   undumpable: makes itself not dumpable (PR_SET_DUMPABLE 0) before READY:
+ *            its /proc files are then root's, as a setuid program's are.
+ * It calls no allocator function between READY and its end. */
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,11 +26,13 @@ static void publish(void)
   if (fn == NULL || fn() != 0) fprintf(stderr, "live_hold: tier_stats_publish failed\n");
 }
 
+static void *(*tier1_malloc)(size_t, int);
+
 static char **hold(long mib)
 {
   char **blocks = calloc((size_t)mib + 1, sizeof *blocks);
   for (long i = 0; blocks && i < mib; i++) {
-    blocks[i] = malloc(1 << 20);
+    blocks[i] = tier1_malloc && i % 2 ? tier1_malloc(1 << 20, 1) : malloc(1 << 20);
     if (blocks[i]) memset(blocks[i], (int)i, 1 << 20);
   }
   return blocks;
@@ -48,6 +56,7 @@ int main(int argc, char **argv)
   long mib = atol(argv[1]);
   unsigned secs = (unsigned)atoi(argv[2]);
   const char *mode = argc > 4 ? argv[4] : "";
+  if (strcmp(mode, "tier1") == 0) tier1_malloc = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "tier_malloc");
   char **blocks = hold(mib);
   pid_t child = -1;
   if (strcmp(mode, "fork") == 0) {
@@ -66,6 +75,7 @@ int main(int argc, char **argv)
     }
   }
   if (strcmp(mode, "publish") == 0 || child > 0) publish();
+  if (strcmp(mode, "undumpable") == 0) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
   mark(argv[3], "ready\n");
   sleep(secs);
   if (child > 0) waitpid(child, NULL, 0);
