@@ -109,3 +109,61 @@ Test(liverec, a_write_under_way_is_busy_and_a_non_record_is_refused)
   r.magic = 0;
   cr_expect_eq(tm_liverec_read(&r, sizeof r, &out, 3), EPROTO, "no magic: not a record, or one being made");
 }
+
+/* ---- resident measured from outside (tm_liverec_measure) ------------------
+ * Against the captured numa_maps of a 6.12 guest (DRAM node0 + CXL node1):
+ * the record's node masks say which tier each node is on, its ranges which
+ * mappings count; the sums are tests/unit/test_resident.c's, by hand. */
+#define LR_MAPS "tests/fixtures/dram-cxl-6.12/proc/numa_maps-example"
+
+static void lr_two_tiers(tier_live_t *r, uint64_t base, uint64_t end)
+{
+  memset(r, 0, sizeof *r);
+  r->stats.ntiers = 2;
+  r->stats.tier[0].nodes[0] = 1u << 0;
+  r->stats.tier[1].nodes[0] = 1u << 1;
+  r->stats.tier[0].resident = 111;   /* the process's own figures, to be replaced */
+  r->stats.tier[1].resident = 222;
+  r->stats.resident_other = 333;
+  r->range_base = base;
+  r->range_end = end;
+}
+
+Test(liverec, measure_counts_each_node_on_its_tier_in_the_records_ranges)
+{
+  static tier_live_t r;
+  lr_two_tiers(&r, 0, UINT64_MAX);
+  cr_assert_eq(tm_liverec_measure(&r, LR_MAPS), 0);
+  cr_expect_eq(r.stats.tier[0].resident, 24883200ull);   /* node0: 6075 pages */
+  cr_expect_eq(r.stats.tier[1].resident, 13631488ull);   /* node1: 3328 pages */
+  cr_expect_eq(r.stats.resident_other, 0);
+  /* Only the mapping that starts in the range: 8 MiB bound to node1. */
+  lr_two_tiers(&r, 0x7f0ce1a00000, 0x7f0ce1a00001);
+  cr_assert_eq(tm_liverec_measure(&r, LR_MAPS), 0);
+  cr_expect_eq(r.stats.tier[0].resident, 0);
+  cr_expect_eq(r.stats.tier[1].resident, 8ull << 20);
+}
+
+Test(liverec, measure_counts_a_node_of_no_tier_as_other)
+{
+  static tier_live_t r;
+  lr_two_tiers(&r, 0, UINT64_MAX);
+  r.stats.ntiers = 1;   /* node1's tier is not in the record */
+  cr_assert_eq(tm_liverec_measure(&r, LR_MAPS), 0);
+  cr_expect_eq(r.stats.tier[0].resident, 24883200ull);
+  cr_expect_eq(r.stats.tier[1].resident, 0);
+  cr_expect_eq(r.stats.resident_other, 13631488ull);
+}
+
+Test(liverec, measure_that_cannot_read_leaves_the_records_figures)
+{
+  static tier_live_t r;
+  lr_two_tiers(&r, 0, UINT64_MAX);
+  cr_expect_eq(tm_liverec_measure(&r, "tests/fixtures/no-such-numa_maps"), ENOENT);
+  cr_expect_eq(r.stats.tier[0].resident, 111);
+  cr_expect_eq(r.stats.tier[1].resident, 222);
+  cr_expect_eq(r.stats.resident_other, 333);
+  lr_two_tiers(&r, 0, 0);   /* a record without ranges (start-up found none) */
+  cr_expect_eq(tm_liverec_measure(&r, LR_MAPS), ERANGE);
+  cr_expect_eq(r.stats.tier[0].resident, 111);
+}

@@ -20,7 +20,7 @@ $(B)/tests/vmtest: $(VM_SRC) tests/vm/vmtest.h $(wildcard tests/*.h) allocator/o
 	$(CC) $(TEST_FLAGS) -Itests/vm -o $@ $(VM_SRC) allocator/os.c -L$(B) -ltiermalloc -Wl,-rpath,'$$ORIGIN/..' \
 	  $(CRIT_LIBS) $(LIBS) -lnuma
 
-test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so $(B)/tests/progs/reclaim_life
+test-vm: $(B)/tests/vmtest $(B)/libtiermalloc.so $(B)/tests/progs/reclaim_life $(B)/tests/progs/live_hold $(B)/tierctl
 	@if ! command -v $(VM_QEMU) >/dev/null 2>&1; then \
 	  if [ -n "$$CI" ] && [ "$$CI" != false ]; then \
 	    echo "test-vm: FAIL: $(VM_QEMU) not found, CI must run the VM tests (make deps installs qemu-system-x86)"; \
