@@ -94,14 +94,24 @@ static int proc_maps_any(pid_t pid, bool (*hit)(const char *line, const void *ar
   return found;
 }
 
-/* A mapping of the file whose stat is *arg (dev and inode). */
+/* A file as /proc/PID/maps may name it: its device and inode, or, where
+ * those differ from what stat says (overlayfs shows the layer's device and
+ * inode, as a guest's or a container's /tmp is), its canonical path. */
+typedef struct {
+  struct stat st;
+  char path[PATH_MAX];
+} maps_file_t;
+
 static bool maps_file(const char *line, const void *arg)
 {
-  const struct stat *st = arg;
+  const maps_file_t *f = arg;
   unsigned maj, min;
   unsigned long long inode;
-  return sscanf(line, "%*s %*s %*s %x:%x %llu", &maj, &min, &inode) == 3 &&
-         inode == (unsigned long long)st->st_ino && makedev(maj, min) == st->st_dev;
+  int name = 0;
+  if (sscanf(line, "%*s %*s %*s %x:%x %llu %n", &maj, &min, &inode, &name) != 3) return false;
+  if (inode == (unsigned long long)f->st.st_ino && makedev(maj, min) == f->st.st_dev) return true;
+  size_t len = strlen(f->path);
+  return name > 0 && f->path[0] == '/' && strncmp(line + name, f->path, len) == 0 && line[name + len] == '\n';
 }
 
 static bool maps_tiermalloc(const char *line, const void *arg)
@@ -165,7 +175,9 @@ static rd_t read_record(pid_t pid, seen_t *seen)
   if (err != 0 || out->pid != (uint32_t)pid) return RD_BAD;
   uint64_t ns = tm_liverec_pid_ns();
   if (out->pid_ns != 0 && ns != 0 && out->pid_ns != ns) return RD_FOREIGN;
-  if (proc_maps_any(pid, maps_file, &st) == 0) {
+  maps_file_t mf = { .st = st };
+  if (!realpath(path, mf.path)) mf.path[0] = '\0';
+  if (proc_maps_any(pid, maps_file, &mf) == 0) {
     unlink(path);   /* the directory's sticky bit lets its owner (or root) do it */
     return RD_STALE;
   }

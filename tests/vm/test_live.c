@@ -4,7 +4,9 @@
  * what the kernel's numa_maps shows for its heap on each tier's node, in
  * every form, and its own figures are at most two publishing intervals old
  * (issue 30). The heap is half on tier 0 (malloc) and half on tier 1
- * (tier_malloc), so each tier has pages to count. */
+ * (tier_malloc), so each tier has pages to count. The records are in the
+ * guest's /tmp, an overlay whose device numbers /proc/PID/maps does not
+ * share: tierctl still knows them for live ones (by path). */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <fcntl.h>
