@@ -11,7 +11,7 @@ JE_PIC    := $(shell $(CC) -print-file-name=libjemalloc_pic.a)
 # The Debian packages a build and a test run need (make deps installs missing ones).
 DEB_PKGS  := gcc g++ make pkg-config binutils libjemalloc-dev libjemalloc2 libnuma-dev \
              libunwind-dev libcriterion-dev libmemkind0 python3 perl sqlite3 bind9-utils \
-             qemu-system-x86 busybox-static xz-utils cpio kmod gnuplot-nox tmux python3-yaml
+             qemu-system-x86 busybox-static xz-utils cpio kmod gnuplot-nox tmux python3-yaml prometheus
 
 WARN      := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter
 CFLAGS    ?= -O2 -g

@@ -79,7 +79,7 @@ typedef enum tm_option_secure_e {
   X(SITE_SAMPLE,       TM_OPT_SIZE,   "512K",  NULL,               TM_OPT_SECURE_KEEP, "mean bytes a thread allocates between two samples for SITES (at least 4K)") \
   X(STATS,             TM_OPT_ENUM,   "none",  "none|text|json|prom", TM_OPT_SECURE_DROP, "print per-tier stats at exit (prom: the Prometheus text format)") \
   X(STATS_FILE,        TM_OPT_STRING, "",      NULL,               TM_OPT_SECURE_DROP, "append the exit stats to this file instead of stderr") \
-  X(LIVE_MS,           TM_OPT_UINT,   "100",   NULL,               TM_OPT_SECURE_DROP, "publish the stats for tierctl in LIVE_DIR/tiermalloc.<pid> (mode 0600) at start-up, on demand, and this often (ms, at least 10) from the reclaim thread while it runs; 0: no record") \
+  X(LIVE_MS,           TM_OPT_UINT,   "100",   NULL,               TM_OPT_SECURE_DROP, "publish the stats for tierctl in LIVE_DIR/tiermalloc.<pid> (mode 0600) at start-up, on demand, and this often (ms, at least 10) from tiermalloc's thread, which a process gets when it first commits memory after start-up; 0: no record, and no thread unless a budget needs reclaim") \
   X(LIVE_DIR,          TM_OPT_STRING, "/dev/shm", NULL,            TM_OPT_SECURE_DROP, "the directory of the live records (tierctl reads the same TIERMALLOC_LIVE_DIR)") \
   X(VERBOSE,           TM_OPT_BOOL,   "0",     NULL,               TM_OPT_SECURE_DROP, "print the topology and the options in force at start-up")
 

@@ -227,10 +227,12 @@ int tier_stats_publish(void);
  * Each process running tiermalloc publishes its stats in a file of its own,
  * <TIERMALLOC_LIVE_DIR>/tiermalloc.<pid> (/dev/shm by default), mode 0600:
  * its user and root can read it, nobody else. It is written at start-up,
- * every TIERMALLOC_LIVE_MS by the reclaim thread while that runs (else at
- * most that often by a thread committing memory), and by tier_stats_get,
- * tier_stats_print and tier_stats_publish; it is removed at exit. tierctl
- * reads it.
+ * every TIERMALLOC_LIVE_MS by tiermalloc's own thread (which a process gets
+ * when it first commits memory after start-up; else at most that often by a
+ * thread committing memory), and by tier_stats_get, tier_stats_print and
+ * tier_stats_publish; it is removed at exit. tierctl reads it, and measures
+ * the resident bytes again itself from /proc/<pid>/numa_maps over
+ * [range_base, range_end) where it may.
  * A reader maps it read-only and copies it, keeping the copy only when seq
  * was the same even value before and after (a seqlock: the writer makes seq
  * odd while it writes and never waits for a reader). The process is alive,
@@ -245,10 +247,11 @@ int tier_stats_publish(void);
 /* Who wrote the record's last snapshot. */
 typedef enum tier_live_publisher_e {
   TIER_LIVE_STARTUP = 0,   /* start-up (or the first publication of a fork child) */
-  TIER_LIVE_THREAD,        /* the reclaim thread, every interval_ns */
+  TIER_LIVE_THREAD,        /* tiermalloc's thread (publishing, and reclaim when a limit can be
+                              crossed), every interval_ns */
   TIER_LIVE_DEMAND,        /* tier_stats_get, tier_stats_print, tier_stats_publish */
-  TIER_LIVE_COMMIT,        /* a program thread committing memory, once an interval, while no
-                              reclaim thread runs */
+  TIER_LIVE_COMMIT,        /* a program thread committing memory, once an interval, while
+                              tiermalloc's thread does not run */
 } tier_live_publisher_t;
 
 typedef struct tier_live_s {

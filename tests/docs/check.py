@@ -12,7 +12,7 @@ validator of the text format, run on tests/docs/sample.prom and, with
                                           processes run under build/libtiermalloc.so
 
 Python 3 standard library, and PyYAML (Debian: python3-yaml). Optional, used
-when found: promtool (Debian: prometheus) tests the alert rules on synthetic
+when found: promtool (Debian: prometheus; make deps installs it) tests the alert rules on synthetic
 series; prometheus-node-exporter (or node_exporter) reads the file the
 textfile script writes; systemd-analyze verifies the units.
 """
@@ -310,6 +310,9 @@ EXPECTED = {
     "tiermalloc_tier_pageout_bytes_total": ("counter", TIER),
     "tiermalloc_tier_budget_bytes": ("gauge", TIER + ["limit", "source"]),
     "tiermalloc_tier_max_held": ("gauge", TIER),
+    "tiermalloc_record_age_seconds": ("gauge", PROC),
+    "tiermalloc_record_interval_seconds": ("gauge", PROC),
+    "tiermalloc_resident_age_seconds": ("gauge", PROC),
 }
 
 
@@ -662,8 +665,11 @@ def promtool_test(c, yaml, alerts):
         return {"series": "%s{%s}" % (metric, ",".join('%s="%s"' % kv for kv in labels.items())), "values": values}
 
     def who(inst, pid, **extra):
+        """A process's labels; tier=None: a per-process series (no tier, no nodes)."""
         d = {"instance": inst, "job": "node", "pid": pid, "command": "app", "tier": "0", "nodes": "0"}
         d.update(extra)
+        if d.get("tier") is None:
+            del d["tier"], d["nodes"]
         return d
 
     inputs = [
@@ -687,6 +693,23 @@ def promtool_test(c, yaml, alerts):
                "file": "/var/lib/prometheus/node-exporter/tiermalloc.prom"}, "0+60x10"),
         series("node_textfile_mtime_seconds", {"instance": "n2:9100", "job": "node", "file": "tiermalloc.prom"},
                "0x10"),
+        # Ages (one series per process, no tier label). n1 pid 42: published
+        # every 0.1 s and fresh. n1 pid 43: stopped from minute 1, its age
+        # growing 60 s a minute. n1 pid 44: no thread (interval 0) and an old
+        # record: nothing to say. n2 pid 42: resident from the process itself,
+        # 30 s old, then 90 s from minute 3 on.
+        series("tiermalloc_record_age_seconds", who("n1:9100", "42", tier=None), "0.05x10"),
+        series("tiermalloc_record_interval_seconds", who("n1:9100", "42", tier=None), "0.1x10"),
+        series("tiermalloc_resident_age_seconds", who("n1:9100", "42", tier=None), "0x10"),
+        series("tiermalloc_record_age_seconds", who("n1:9100", "43", tier=None), "0.05 0+60x9"),
+        series("tiermalloc_record_interval_seconds", who("n1:9100", "43", tier=None), "0.1x10"),
+        series("tiermalloc_resident_age_seconds", who("n1:9100", "43", tier=None), "0x10"),
+        series("tiermalloc_record_age_seconds", who("n1:9100", "44", tier=None), "3600+60x10"),
+        series("tiermalloc_record_interval_seconds", who("n1:9100", "44", tier=None), "0x10"),
+        series("tiermalloc_resident_age_seconds", who("n1:9100", "44", tier=None), "0x10"),
+        series("tiermalloc_record_age_seconds", who("n2:9100", "42", tier=None), "0.05x10"),
+        series("tiermalloc_record_interval_seconds", who("n2:9100", "42", tier=None), "0.1x10"),
+        series("tiermalloc_resident_age_seconds", who("n2:9100", "42", tier=None), "30 30 30 90x7"),
     ]
     fired = dict(who("n1:9100", "42"), severity="warning")
     tests = [
@@ -698,6 +721,17 @@ def promtool_test(c, yaml, alerts):
             {"eval_time": "2m", "alertname": "TiermallocTierMaxNotHeld", "exp_alerts": []},
             {"eval_time": "4m", "alertname": "TiermallocTierMaxNotHeld",
              "exp_alerts": [{"exp_labels": dict(who("n1:9100", "42"), severity="critical")}]},
+        ]
+    if "TiermallocFiguresStale" in alerts:
+        # pid 43 is late from minute 1 (age 60 s at minute 2, past 10 s and 3
+        # intervals), firing 2 minutes later; n2's pid 42 from minute 3 + 2.
+        late = dict(who("n1:9100", "43", tier=None), severity="warning")
+        unmeasured = dict(who("n2:9100", "42", tier=None), severity="warning")
+        tests += [
+            {"eval_time": "2m", "alertname": "TiermallocFiguresStale", "exp_alerts": []},
+            {"eval_time": "4m", "alertname": "TiermallocFiguresStale", "exp_alerts": [{"exp_labels": late}]},
+            {"eval_time": "5m", "alertname": "TiermallocFiguresStale",
+             "exp_alerts": [{"exp_labels": late}, {"exp_labels": unmeasured}]},
         ]
     if "TiermallocTextfileStale" in alerts:
         stale = {"instance": "n2:9100", "job": "node", "file": "tiermalloc.prom", "severity": "warning"}
