@@ -303,9 +303,11 @@ void tm_background_postfork_child(void)
   atomic_store_explicit(&bg_running, false, memory_order_relaxed);
   atomic_store_explicit(&rc_failed, false, memory_order_relaxed);
   pthread_mutex_init(&rc_mu, NULL);
-  /* A thread that only published starts again at the child's first commit
-   * (a shell's children, which exec at once, mostly commit nothing); one that
-   * reclaimed, at its next allocation. */
+  /* A thread that only published starts again at the child's first commit:
+   * a shell's children exec at once and mostly commit nothing (started at
+   * their next allocation instead, a loop of 200 fork+exec from a preloaded
+   * bash took 1.14x as long, 20 pairs). One that reclaimed starts again at
+   * the child's next allocation. */
   bool rc_ran = atomic_exchange_explicit(&rc_running, false, memory_order_relaxed) && tm_reclaim_needed();
   rc_cv_ok = false;
   tm_watch_stop();   /* the parent's instance: the child's thread makes its own */

@@ -1,5 +1,7 @@
-/* The reclaim thread's lifecycle, run preloaded with a budget that starts
- * it (tests/preload/test_reclaim_life.c):
+/* The lifecycle of tiermalloc's thread, run preloaded with a budget that
+ * makes it the reclaim thread (tiermalloc_rcl), or, with
+ * RECLAIM_LIFE_THREAD=tiermalloc_pub and no budget, the thread that only
+ * publishes the live record (tests/preload/test_reclaim_life.c):
  *   reclaim_life pthread-exit  every thread, main too, ends by pthread_exit
  *   reclaim_life fork N        N forks while other threads allocate; each
  *                              child checks its data and that its own
@@ -24,19 +26,24 @@
 
 static int reclaim_threads(void)
 {
-  return threadnames_count("tiermalloc_rcl");
+  const char *name = getenv("RECLAIM_LIFE_THREAD");
+  return threadnames_count(name && name[0] ? name : "tiermalloc_rcl");
 }
 
-/* Allocates and touches (the reclaim thread starts on the way out of an
- * allocation), then waits up to 3 s for it. */
+/* Allocates new memory, kept until the thread runs (it starts on the way
+ * out of an allocation that committed memory: in a fork child, the thread
+ * that only publishes waits for one), then waits up to 3 s for it. */
 static int wait_reclaim(void)
 {
-  for (int i = 0; i < 300; i++) {
-    free(malloc(1 << 20));
-    if (reclaim_threads() > 0) return 1;
-    usleep(10000);
+  static char *kept[300];
+  int on = 0, i = 0;
+  for (; i < 300 && !on; i++) {
+    kept[i] = malloc(1 << 20);
+    on = reclaim_threads() > 0;
+    if (!on) usleep(10000);
   }
-  return 0;
+  while (i-- > 0) free(kept[i]);
+  return on;
 }
 
 static char *fill(size_t n, unsigned seed)
