@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -408,27 +409,28 @@ void tm_stats_format_prom(const tier_stats_t *const *s, const tm_stats_who_t *wh
   /* A reader's view of a live record: how old its figures are. */
   bool records = n > 0;
   for (unsigned k = 0; k < n; k++) records &= who[k].record != NULL;
-  if (records) {
-    prom_head(&o, "tiermalloc_record_age_seconds",
-              "seconds since the process last published its figures; more than twice "
-              "tiermalloc_record_interval_seconds: they are stale (the process is stopped or stuck)", false);
+  static const struct {
+    const char *metric, *help;
+    size_t at;   /* offset of the tm_stats_record_t field, in ns */
+  } ages[] = {
+    { "tiermalloc_record_age_seconds",
+      "seconds since the process last published its figures; more than twice "
+      "tiermalloc_record_interval_seconds: they are stale (the process is stopped or stuck)",
+      offsetof(tm_stats_record_t, published_age_ns) },
+    { "tiermalloc_record_interval_seconds",
+      "how often the process's thread publishes its figures; 0: no thread publishes now, they are "
+      "as of its last allocation that committed memory",
+      offsetof(tm_stats_record_t, interval_ns) },
+    { "tiermalloc_resident_age_seconds",
+      "seconds since the resident figures were measured: 0 when tierctl measured them at the read "
+      "(/proc/PID/numa_maps), else the process's own measurement's age",
+      offsetof(tm_stats_record_t, resident_age_ns) },
+  };
+  for (unsigned a = 0; records && a < sizeof ages / sizeof *ages; a++) {
+    prom_head(&o, ages[a].metric, ages[a].help, false);
     for (unsigned k = 0; k < n; k++) {
-      prom_sample_start(&o, "tiermalloc_record_age_seconds", &who[k], s[k], -1);
-      prom_value(&o, "ns", who[k].record->published_age_ns);
-    }
-    prom_head(&o, "tiermalloc_record_interval_seconds",
-              "how often the process's thread publishes its figures; 0: no thread publishes now, they are "
-              "as of its last allocation that committed memory", false);
-    for (unsigned k = 0; k < n; k++) {
-      prom_sample_start(&o, "tiermalloc_record_interval_seconds", &who[k], s[k], -1);
-      prom_value(&o, "ns", who[k].record->interval_ns);
-    }
-    prom_head(&o, "tiermalloc_resident_age_seconds",
-              "seconds since the resident figures were measured: 0 when tierctl measured them at the read "
-              "(/proc/PID/numa_maps), else the process's own measurement's age", false);
-    for (unsigned k = 0; k < n; k++) {
-      prom_sample_start(&o, "tiermalloc_resident_age_seconds", &who[k], s[k], -1);
-      prom_value(&o, "ns", who[k].record->resident_age_ns);
+      prom_sample_start(&o, ages[a].metric, &who[k], s[k], -1);
+      prom_value(&o, "ns", *(const uint64_t *)((const char *)who[k].record + ages[a].at));
     }
   }
   prom_head(&o, "tiermalloc_reclaim_state", "what the reclaim thread is doing now (1 for the state in the label)", false);

@@ -31,10 +31,6 @@ static spawn_result_t life_run_as(const char *mode, const char *arg, bool budget
   return spawn_run(argv, budget ? env_rcl : env_pub, NULL, 30);
 }
 
-static spawn_result_t life_run(const char *mode, const char *arg)
-{
-  return life_run_as(mode, arg, true);
-}
 
 static void life_expect_ended(const spawn_result_t *r)
 {
@@ -46,65 +42,74 @@ static void life_expect_ended(const spawn_result_t *r)
   cr_assert(strstr(r->out, "reclaim=1\n") != NULL, "tiermalloc's thread never ran: %s", r->out);
 }
 
-Test(reclaim_life, process_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
+static void life_pthread_exit(bool budget)
 {
-  spawn_result_t r = life_run("pthread-exit", NULL);
+  spawn_result_t r = life_run_as("pthread-exit", NULL, budget);
   life_expect_ended(&r);
   spawn_free(&r);
 }
 
-Test(reclaim_life, fork_children_get_their_own_reclaim_thread, .timeout = 90)
+static void life_fork(bool budget)
 {
-  spawn_result_t r = life_run("fork", "20");
+  spawn_result_t r = life_run_as("fork", "20", budget);
   life_expect_ended(&r);
   cr_expect(strstr(r.out, "forks=20 ok=20 intact=1\n") != NULL, "%s", r.out);
   spawn_free(&r);
 }
 
-Test(reclaim_life, sigterm_ends_a_process_with_reclaim_running, .timeout = 60)
+static void life_sigterm(bool budget)
 {
-  spawn_result_t r = life_run("sigterm", NULL);
+  spawn_result_t r = life_run_as("sigterm", NULL, budget);
   life_expect_ended(&r);
   cr_expect(strstr(r.out, "child_reclaim=1 term=ok\n") != NULL, "%s", r.out);
   spawn_free(&r);
 }
 
-Test(reclaim_life, exit_while_threads_allocate, .timeout = 60)
+static void life_exit(bool budget)
 {
-  spawn_result_t r = life_run("exit", NULL);
+  spawn_result_t r = life_run_as("exit", NULL, budget);
   life_expect_ended(&r);
   cr_expect(strstr(r.out, "exiting\n") != NULL, "%s", r.out);
   spawn_free(&r);
+}
+
+Test(reclaim_life, process_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
+{
+  life_pthread_exit(true);
+}
+
+Test(reclaim_life, fork_children_get_their_own_reclaim_thread, .timeout = 90)
+{
+  life_fork(true);
+}
+
+Test(reclaim_life, sigterm_ends_a_process_with_reclaim_running, .timeout = 60)
+{
+  life_sigterm(true);
+}
+
+Test(reclaim_life, exit_while_threads_allocate, .timeout = 60)
+{
+  life_exit(true);
 }
 
 /* The same four without a budget: the thread only publishes the record. */
 Test(reclaim_life, publishing_thread_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
 {
-  spawn_result_t r = life_run_as("pthread-exit", NULL, false);
-  life_expect_ended(&r);
-  spawn_free(&r);
+  life_pthread_exit(false);
 }
 
 Test(reclaim_life, fork_children_get_their_own_publishing_thread, .timeout = 90)
 {
-  spawn_result_t r = life_run_as("fork", "20", false);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "forks=20 ok=20 intact=1\n") != NULL, "%s", r.out);
-  spawn_free(&r);
+  life_fork(false);
 }
 
 Test(reclaim_life, sigterm_ends_a_process_with_the_publishing_thread, .timeout = 60)
 {
-  spawn_result_t r = life_run_as("sigterm", NULL, false);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "child_reclaim=1 term=ok\n") != NULL, "%s", r.out);
-  spawn_free(&r);
+  life_sigterm(false);
 }
 
 Test(reclaim_life, exit_while_threads_allocate_with_the_publishing_thread, .timeout = 60)
 {
-  spawn_result_t r = life_run_as("exit", NULL, false);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "exiting\n") != NULL, "%s", r.out);
-  spawn_free(&r);
+  life_exit(false);
 }

@@ -20,6 +20,7 @@
 
 #include "png.h"
 #include "spawn.h"
+#include "threadnames.h"
 
 #define TC_LIB "build/libtiermalloc.so"
 #define TC_TIERCTL "build/tierctl"
@@ -334,26 +335,8 @@ Test(tierctl, an_unreadable_numa_maps_gives_the_records_figure_and_its_age)
 Test(tierctl, a_process_without_a_budget_publishes_from_a_thread_of_its_own)
 {
   pid_t pid = tc_start(8, 30, "", NULL);
-  char path[128];
-  DIR *d;
-  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-  cr_assert_not_null(d = opendir(path));
-  int pub = 0, rcl = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    char comm_path[400], comm[32] = "";
-    snprintf(comm_path, sizeof comm_path, "%s/%s/comm", path, e->d_name);
-    FILE *f = fopen(comm_path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) {
-      pub += strcmp(comm, "tiermalloc_pub\n") == 0;
-      rcl += strcmp(comm, "tiermalloc_rcl\n") == 0;
-    }
-    fclose(f);
-  }
-  closedir(d);
-  cr_expect_eq(pub, 1, "the publishing thread");
-  cr_expect_eq(rcl, 0, "no reclaim thread without a budget");
+  cr_expect_eq(threadnames_count_of(pid, "tiermalloc_pub"), 1, "the publishing thread");
+  cr_expect_eq(threadnames_count_of(pid, "tiermalloc_rcl"), 0, "no reclaim thread without a budget");
   tc_stop(pid);
 }
 

@@ -8,7 +8,6 @@
  * guest's /tmp, an overlay whose device numbers /proc/PID/maps does not
  * share: tierctl still knows them for live ones (by path). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -19,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "threadnames.h"
 #include "vmtest.h"
 
 #define LV_PROCS 20
@@ -100,27 +100,6 @@ static void lv_heap_by_node(pid_t pid, uint64_t base, uint64_t end, uint64_t byt
   fclose(f);
 }
 
-static int lv_threads_named(pid_t pid, const char *name)
-{
-  char path[64];
-  snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
-  DIR *d = opendir(path);
-  cr_assert_not_null(d);
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    char comm_path[400], comm[32] = "";
-    snprintf(comm_path, sizeof comm_path, "%s/%s/comm", path, e->d_name);
-    FILE *f = fopen(comm_path, "r");
-    if (!f) continue;
-    if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
-    fclose(f);
-    n += strcmp(comm, name) == 0;
-  }
-  closedir(d);
-  return n;
-}
-
 static double lv_prom_value(const char *text, const char *head)
 {
   for (const char *p = text; (p = strstr(p, head)) != NULL; p++)
@@ -158,9 +137,9 @@ Test(live, figures_on_each_tier_are_fresh_without_a_reclaim_thread)
   char *prom_argv[] = { tierctl, "status", "--prom", NULL };
   cr_assert_eq(lv_tierctl(prom_argv, prom_all, sizeof prom_all), 0, "%s", prom_all);
   for (int k = 0; k < LV_PROCS; k++) {
-    cr_expect_eq(lv_threads_named(pid[k], "tiermalloc_pub"), 1, "%s: process %d: the publishing thread",
+    cr_expect_eq(threadnames_count_of(pid[k], "tiermalloc_pub"), 1, "%s: process %d: the publishing thread",
                  topo->name, (int)pid[k]);
-    cr_expect_eq(lv_threads_named(pid[k], "tiermalloc_rcl"), 0, "%s: a min alone starts no reclaim", topo->name);
+    cr_expect_eq(threadnames_count_of(pid[k], "tiermalloc_rcl"), 0, "%s: a min alone starts no reclaim", topo->name);
     uint64_t base, end, heap[VM_MAX_NODES];
     lv_range(pid[k], &base, &end);
     char pids[16];
