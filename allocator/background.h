@@ -53,8 +53,10 @@ void tm_background_heap_grew(void);
  * or for the record alone (the tick's wants_thread): so a program that
  * commits memory after start-up has it, and one that never does (ls, true)
  * has none (measured: python3 -c pass preloaded, with the thread against
- * without, 0.99x wall over 30 pairs). It runs every signal blocked and
- * never allocates. */
+ * without, 1.00x wall over 80 pairs). A program that allocates without
+ * committing (from what start-up committed) has it too once it has run a
+ * second (tm_notify_allocated, every TIERMALLOC_SITE_SAMPLE bytes or so).
+ * It runs every signal blocked and never allocates. */
 void tm_background_reclaim_wanted(void);
 
 /* Periodic work for a module above this one (live.h publishes its record

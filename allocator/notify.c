@@ -26,3 +26,9 @@ void tm_notify_progress(void)
   const tm_notify_ops_t *ops = __atomic_load_n(&notify_ops, __ATOMIC_ACQUIRE);
   if (ops && ops->progress) ops->progress();
 }
+
+void tm_notify_allocated(void)
+{
+  const tm_notify_ops_t *ops = __atomic_load_n(&notify_ops, __ATOMIC_ACQUIRE);
+  if (ops && ops->allocated) ops->allocated();
+}

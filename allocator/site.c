@@ -8,6 +8,7 @@
 #include "arena.h"
 #include "chunkmap.h"
 #include "hotness.h"
+#include "notify.h"
 #include "options.h"
 #include "range.h"
 
@@ -105,6 +106,7 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
      * them yet): no sample, but a look again after as many bytes, which
      * costs a call and a few loads. */
     t->site_left = site_gap(t);
+    tm_notify_allocated();
     return;
   }
   /* Unwound before the lock: libunwind takes the loader's lock, which a
@@ -127,6 +129,7 @@ void tm_site_sample(tm_thread_t *t, const void *ra, size_t size)
     pthread_mutex_unlock(&st.lock);
   }
   t->site_left = site_gap(t);
+  tm_notify_allocated();
 }
 
 int tm_site_flags(tm_thread_t *t, const void *ra)

@@ -137,8 +137,9 @@ void tm_site_init(unsigned ntiers);
  * the thread's skip count is spent, and draws the next. */
 int tm_site_flags(tm_thread_t *t, const void *ra);
 
-/* Records a sample of `size` bytes at `ra` and sets t's countdown to the next.
- * Never blocks: a sample that would wait for the table is dropped. */
+/* Records a sample of `size` bytes at `ra` and sets t's countdown to the next,
+ * then says so (tm_notify_allocated). Never blocks: a sample that would wait
+ * for the table is dropped. */
 void tm_site_sample(tm_thread_t *t, const void *ra, size_t size);
 
 /* After a scan that read the accessed bits (the reclaim thread): trials for

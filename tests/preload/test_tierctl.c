@@ -330,6 +330,25 @@ Test(tierctl, an_unreadable_numa_maps_gives_the_records_figure_and_its_age)
   waitpid(pid, NULL, 0);
 }
 
+/* A small program that allocates 1 MiB after its first second, from
+ * memory start-up committed (no commit starts a thread): the allocations
+ * start its thread (before, its record kept allocated 0 for its life),
+ * which publishes its allocated bytes of now. */
+Test(tierctl, a_small_program_that_allocates_late_is_fresh_too)
+{
+  pid_t pid = tc_start(1, 30, "trickle", NULL);
+  tc_sleep_ms(300);
+  char pids[16], by[32];
+  snprintf(pids, sizeof pids, "%d", (int)pid);
+  spawn_result_t r = tc_tierctl((const char *[]){ "status", pids, "--json", NULL });
+  cr_assert_eq(tc_exit(&r), 0, "%s", r.errout);
+  cr_expect_str_eq(tc_json_str(r.out, "publisher", by, sizeof by), "thread", "%s", r.out);
+  cr_expect_leq(tc_json_num(r.out, "published_age_ns"), 300000000ll, "%s", r.out);
+  cr_expect_geq(tc_json_num(r.out, "allocated_bytes"), 1ll << 20, "the 1 MiB of 16 KiB blocks: %s", r.out);
+  spawn_free(&r);
+  tc_stop(pid);
+}
+
 /* The thread that publishes a record, in a program with no budget: named
  * for it, and not the reclaim thread. */
 Test(tierctl, a_process_without_a_budget_publishes_from_a_thread_of_its_own)

@@ -9,7 +9,10 @@
  *   tier1:   every other block comes from tier 1 (tier_malloc, found with
  *            dlsym), so the heap is on two tiers where there are two;
  *   undumpable: makes itself not dumpable (PR_SET_DUMPABLE 0) before READY:
- *            its /proc files are then root's, as a setuid program's are.
+ *            its /proc files are then root's, as a setuid program's are;
+ *   trickle: instead of 1 MiB blocks, 16 KiB ones, all 1.2 s after start-up
+ *            (a small program that allocates after its first second, from
+ *            memory start-up committed).
  * It calls no allocator function between READY and its end. */
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -57,7 +60,19 @@ int main(int argc, char **argv)
   unsigned secs = (unsigned)atoi(argv[2]);
   const char *mode = argc > 4 ? argv[4] : "";
   if (strcmp(mode, "tier1") == 0) tier1_malloc = (void *(*)(size_t, int))dlsym(RTLD_DEFAULT, "tier_malloc");
-  char **blocks = hold(mib);
+  char **blocks = NULL;
+  if (strcmp(mode, "trickle") == 0) {
+    long n = mib * 64;
+    blocks = calloc((size_t)n + 1, sizeof *blocks);
+    for (long i = 0; blocks && i < n; i++) {
+      if (i == 0) usleep(1200 * 1000);
+      blocks[i] = malloc(16 << 10);
+      if (blocks[i]) memset(blocks[i], (int)i, 16 << 10);
+    }
+    mib = n;   /* blocks to free */
+  } else {
+    blocks = hold(mib);
+  }
   pid_t child = -1;
   if (strcmp(mode, "fork") == 0) {
     child = fork();
