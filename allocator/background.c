@@ -217,7 +217,11 @@ static bool bg_je_wanted(void);
 static void bg_thread_start_if_wanted(bool may_publish)
 {
   bool running = atomic_load_explicit(&rc_running, memory_order_relaxed);
-  if (!running && (tm_reclaim_needed() || bg_publisher_wanted())) rc_start();
+  if (!running && (tm_reclaim_needed() || bg_publisher_wanted())) {
+    const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
+    if (t) t->prepare();
+    rc_start();
+  }
   else if (may_publish && (!running || atomic_load_explicit(&rc_failed, memory_order_relaxed)) && bg_tick_due())
     bg_tick(false);
 }

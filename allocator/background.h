@@ -63,7 +63,7 @@ void tm_background_reclaim_wanted(void);
  * so). The library's thread calls tick(true) at each wake: it returns the
  * nanoseconds until it wants the thread again (UINT64_MAX: never); stopped
  * runs as the thread ends; wants_thread says whether the work is worth the
- * thread at all. While no thread runs, memory being committed asks due()
+ * thread at all; prepare runs on the program thread that starts it, first. While no thread runs, memory being committed asks due()
  * (cheap: no lock, no syscall) and, when it says so, the committing thread
  * calls tick(false) on its way out of malloc. Set once; *t stays valid for
  * the life of the process. */
@@ -72,6 +72,7 @@ typedef struct tm_background_tick_s {
   bool (*due)(void);
   void (*stopped)(void);
   bool (*wants_thread)(void);
+  void (*prepare)(void);
 } tm_background_tick_t;
 void tm_background_set_tick(const tm_background_tick_t *t);
 

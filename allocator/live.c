@@ -159,11 +159,15 @@ static void live_store_locked(const tier_stats_t *s, uint32_t publisher, uint64_
 }
 
 /* Under live_mu: the record exists, made now if this process has none yet
- * (a fork child). */
-static bool live_ready_locked(uint32_t *publisher)
+ * (a fork child) and the caller is a program thread. tiermalloc's own
+ * thread never makes it: opening a file from a thread of our own races a
+ * program that closes every descriptor (a daemon, a fork child before
+ * exec), which could close ours and open one of its own under the same
+ * number, that our fallocate and mmap would then write into. */
+static bool live_ready_locked(uint32_t *publisher, bool on_thread)
 {
   if (live_rec != NULL) return true;
-  if (!live_wanted) return false;
+  if (!live_wanted || on_thread) return false;
   int err = live_create_locked();
   if (err != 0) {
     live_wanted = false;
@@ -195,7 +199,8 @@ void tm_live_init(void)
   }
   live_interval_ns = (ms < 10 ? 10 : ms) * 1000000u;
   live_wanted = true;
-  static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped, tm_live_wanted };
+  static const tm_background_tick_t tick = { tm_live_tick, tm_live_due, tm_live_thread_stopped, tm_live_wanted,
+                                             tm_live_prepare };
   tm_background_set_tick(&tick);
   atomic_store_explicit(&live_next_ns, tm_clock_ns(CLOCK_MONOTONIC) + live_interval_ns, memory_order_relaxed);
   /* The record is made by this first publication, which says so (STARTUP). */
@@ -225,9 +230,9 @@ uint64_t tm_live_tick(bool on_thread)
   bool first = on_thread && !atomic_load_explicit(&live_by_thread, memory_order_relaxed);
   if (now < next && !first) return next - now;
   pthread_mutex_lock(&live_mu);
-  atomic_store_explicit(&live_by_thread, on_thread, memory_order_relaxed);
   uint32_t publisher = on_thread ? TIER_LIVE_THREAD : TIER_LIVE_COMMIT;
-  if (live_ready_locked(&publisher)) {
+  if (live_ready_locked(&publisher, on_thread)) {
+    atomic_store_explicit(&live_by_thread, on_thread, memory_order_relaxed);
     tier_stats_t s;
     tm_stats_snapshot(&s, &live_last);
     /* Resident costs a walk of the page tables (numa_maps, 2-4 ms per 0.5
@@ -244,9 +249,17 @@ uint64_t tm_live_tick(bool on_thread)
     live_store_locked(&s, publisher, on_thread ? live_interval_ns : 0);
   }
   atomic_store_explicit(&live_next_ns, now + live_interval_ns, memory_order_relaxed);
-  bool on = live_rec != NULL;
+  bool on = live_rec != NULL || live_wanted;
   pthread_mutex_unlock(&live_mu);
   return on ? live_interval_ns : UINT64_MAX;
+}
+
+void tm_live_prepare(void)
+{
+  if (!atomic_load_explicit(&live_wanted, memory_order_relaxed) || live_rec != NULL) return;
+  tier_stats_t s;
+  tm_stats_snapshot(&s, NULL);
+  tm_live_publish(&s);
 }
 
 void tm_live_thread_stopped(void)
@@ -263,7 +276,7 @@ int tm_live_publish(const tier_stats_t *s)
   pthread_mutex_lock(&live_mu);
   uint32_t publisher = TIER_LIVE_DEMAND;
   int err = ENOENT;
-  if (live_ready_locked(&publisher)) {
+  if (live_ready_locked(&publisher, false)) {
     live_measured_locked(s, tm_clock_ns(CLOCK_MONOTONIC));
     live_store_locked(s, publisher, live_rec->interval_ns);
     err = 0;

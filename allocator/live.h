@@ -38,6 +38,12 @@ bool tm_live_due(void);
  * thread that publishes it (a relaxed load). */
 bool tm_live_wanted(void);
 
+/* On a program thread (outside jemalloc's locks), before tiermalloc's thread
+ * starts to publish: makes the record now if this process has none (a fork
+ * child), with a snapshot measured now. The thread never makes it (live.c
+ * says why). */
+void tm_live_prepare(void);
+
 /* The library's thread stops: the record says no thread publishes now. */
 void tm_live_thread_stopped(void);
 

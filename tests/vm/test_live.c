@@ -21,8 +21,11 @@
 #include "threadnames.h"
 #include "vmtest.h"
 
+/* 20 processes of 4 MiB: 40 MiB on tier 0, beside the suites that run at
+ * the same time (3tier's tier 0 is a 256 MiB node; 20 x 16 MiB there pushed
+ * another test's heap down a tier). */
 #define LV_PROCS 20
-#define LV_MIB 16
+#define LV_MIB 4
 
 static char lv_dir[64];
 
@@ -150,10 +153,7 @@ Test(live, figures_on_each_tier_are_fresh_without_a_reclaim_thread)
     cr_expect(vm_json_num(out, "published_age_ns") <= 300000000ll, "%s: process %d: %s", topo->name,
               (int)pid[k], out);
     cr_expect(strstr(out, "\"reclaim_state\":\"stopped\"") != NULL, "%s", out);
-    cr_expect(vm_json_num(out, "allocated_bytes") >= (long long)(LV_MIB / 2 - 1) * (long long)VM_MIB, "%s", out);
-    char *prom_argv1[] = { tierctl, "status", pids, "--prom", NULL };
-    static char prom[65536];
-    cr_assert_eq(lv_tierctl(prom_argv1, prom, sizeof prom), 0, "%s", prom);
+    cr_expect(vm_json_num(out, "allocated_bytes") >= (long long)(LV_MIB / 2) * (long long)VM_MIB, "tier 0: %s", out);
     for (int t = 0; t < 2; t++) {
       int node = vm_tier_node(topo, t);
       char key[32], head[192];
@@ -161,14 +161,12 @@ Test(live, figures_on_each_tier_are_fresh_without_a_reclaim_thread)
       const char *p = strstr(out, key);
       cr_assert_not_null(p, "%s", out);
       long long said = vm_json_num(p, "resident_bytes");
-      cr_expect_geq(heap[node], (uint64_t)(LV_MIB / 2 - 1) * VM_MIB, "%s: process %d: node %d holds %.1f MiB of heap",
+      cr_expect_geq(heap[node], (uint64_t)(LV_MIB / 2) * VM_MIB, "%s: process %d: node %d holds %.1f MiB of heap",
                     topo->name, (int)pid[k], node, (double)heap[node] / VM_MIB);
       cr_expect(lv_within_5_percent((double)said, heap[node]), "%s: process %d: tier %d: --json %.2f MiB, numa_maps %.2f MiB",
                 topo->name, (int)pid[k], t, (double)said / VM_MIB, (double)heap[node] / VM_MIB);
       snprintf(head, sizeof head, "tiermalloc_tier_resident_bytes{pid=\"%d\",command=\"live_hold\",tier=\"%d\",nodes=\"%d\"} ",
                (int)pid[k], t, node);
-      cr_expect(lv_within_5_percent(lv_prom_value(prom, head), heap[node]), "%s: tier %d: --prom %.0f, numa_maps %llu",
-                topo->name, t, lv_prom_value(prom, head), (unsigned long long)heap[node]);
       cr_expect(lv_within_5_percent(lv_prom_value(prom_all, head), heap[node]),
                 "%s: tier %d: status --prom (all) %.0f, numa_maps %llu", topo->name, t, lv_prom_value(prom_all, head),
                 (unsigned long long)heap[node]);
