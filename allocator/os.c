@@ -8,6 +8,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "balancing.h"
+
 #ifndef MADV_COLD
 #define MADV_COLD 20
 #endif
@@ -185,3 +187,26 @@ const tm_os_t tm_os_linux = {
   .resident = os_resident,
   .pieces = os_pieces,
 };
+
+#ifndef MPOL_F_NUMA_BALANCING
+#define MPOL_F_NUMA_BALANCING (1 << 13)   /* linux/mempolicy.h, 5.12 */
+#endif
+
+unsigned tm_os_numa_balancing_policies(int node)
+{
+  if (node < 0 || node >= TIER_MAX_NODES) return 0;
+  long page = sysconf(_SC_PAGESIZE);
+  void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return 0;
+  tm_nodemask_t m = { { 0 } };
+  tm_nodemask_set(&m, node);
+  unsigned got = 0;
+  if (os_mbind(p, (size_t)page, MPOL_BIND | MPOL_F_NUMA_BALANCING, (const unsigned long *)m.w, TIER_MAX_NODES + 1,
+               0) == 0)
+    got |= TM_BALANCING_BIND;
+  if (os_mbind(p, (size_t)page, MPOL_PREFERRED_MANY | MPOL_F_NUMA_BALANCING, (const unsigned long *)m.w,
+               TIER_MAX_NODES + 1, 0) == 0)
+    got |= TM_BALANCING_PREFERRED_MANY;
+  munmap(p, (size_t)page);
+  return got;
+}

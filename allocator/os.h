@@ -86,4 +86,11 @@ extern const tm_os_t tm_os_linux;
  * tier merges with the unbound chunks around it. Set once at start-up. */
 void tm_os_split_chunks(bool on, int marker);
 
+/* Which policies accept MPOL_F_NUMA_BALANCING on this kernel, as
+ * balancing.h's TM_BALANCING_* bits: mbind of one page of fresh address
+ * space (PROT_NONE, nothing touched, unmapped after) to `node` with each.
+ * 0 when the kernel takes neither, or refuses mbind itself (EPERM under a
+ * seccomp filter). Start-up, once. */
+unsigned tm_os_numa_balancing_policies(int node);
+
 #endif

@@ -9,12 +9,14 @@
 
 #include "arena.h"
 #include "background.h"
+#include "balancing.h"
 #include "budget.h"
 #include "chunkmap.h"
 #include "fork.h"
 #include "je.h"
 #include "log.h"
 #include "options.h"
+#include "os.h"
 #include "policy.h"
 #include "reclaim.h"
 #include "range.h"
@@ -24,6 +26,7 @@ enum { START_NONE, START_RUNNING, START_DONE };
 static _Atomic int start_state;
 static __thread bool start_here __attribute__((tls_model("initial-exec")));
 static tm_topology_t start_topo;
+static unsigned start_numab;   /* tm_startup_numa_balancing_policies */
 
 /* jemalloc reads this after MALLOC_CONF, so a program's MALLOC_CONF meant
  * for its own jemalloc cannot undo what the hooks depend on:
@@ -76,6 +79,11 @@ static void start_je_message(void *arg, const char *msg)
 
 static void start_verbose(void)
 {
+  tm_balancing_t nb;
+  char nb_why[512];
+  tm_balancing_read("", start_numab, &nb);
+  tm_warn("numa balancing: %s (%d), policies that may allow it: %s; %s", tm_balancing_mode_name(nb.mode), nb.mode,
+          tm_balancing_policies_name(nb.flag_policies), tm_balancing_explain(&nb, nb_why, sizeof nb_why));
   tm_warn("%d tier(s) from %s; ranges %s, %llu MiB each", start_topo.ntiers,
           tm_topology_source_name(start_topo.source), tm_ranges.n ? "active" : "inactive",
           (unsigned long long)(tm_ranges.size >> 20));
@@ -127,6 +135,7 @@ static void start_run(void)
   tm_budget_init(&start_topo, "");
   tm_policy_init(&start_topo);
   tm_reclaim_init(&start_topo, "");
+  start_numab = tm_ranges.n > 0 ? tm_os_numa_balancing_policies(start_topo.tier[0].first_node) : 0;
   tm_fork_init();
   tm_background_init();   /* before the first extent hook asks for it */
   tmje_malloc_message = start_je_message;
@@ -171,4 +180,9 @@ bool tm_started(void)
 const tm_topology_t *tm_topology(void)
 {
   return &start_topo;
+}
+
+unsigned tm_startup_numa_balancing_policies(void)
+{
+  return start_numab;
 }

@@ -23,4 +23,8 @@ bool tm_started(void);
 /* The topology in use (valid after tm_start). */
 const tm_topology_t *tm_topology(void);
 
+/* The policies this kernel lets allow NUMA balancing (balancing.h's
+ * TM_BALANCING_* bits), probed once at start-up on tier 0's first node. */
+unsigned tm_startup_numa_balancing_policies(void);
+
 #endif

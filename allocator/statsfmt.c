@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "balancing.h"
 #include "nodemask.h"
 
 const char *tm_stats_reclaim_mode_name(uint32_t m)
@@ -280,6 +281,9 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
               tm_stats_reclaim_state_name(s->reclaim_state));
     stats_put_json_str(&o, s->cold_signal);
     stats_put(&o, ",\"pageout_available\":%s", s->pageout_available ? "true" : "false");
+    stats_put(&o, ",\"numa_balancing\":%d,\"numa_balancing_policies\":\"%s\",\"numa_balancing_heap\":%s",
+              (int)s->numa_balancing, tm_balancing_policies_name(s->numa_balancing_policies),
+              s->numa_balancing_heap ? "true" : "false");
 #define X(name, unit, doc)                                                                         \
   stats_put_key(&o, ",", #name, #unit);                                                            \
   stats_put(&o, "%llu", (unsigned long long)s->name);
@@ -320,6 +324,10 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
               tm_stats_reclaim_mode_name(s->reclaim_mode),
               tm_stats_reclaim_state_name(s->reclaim_state), s->cold_signal,
               s->pageout_available ? "available" : "unavailable (no swap seen)");
+    stats_put(&o, "%-20s %s (%d); policies that may allow it: %s; the heap: %s\n", "numa balancing",
+              tm_balancing_mode_name(s->numa_balancing), (int)s->numa_balancing,
+              tm_balancing_policies_name(s->numa_balancing_policies),
+              s->numa_balancing_heap ? "scanned" : "not scanned (its policies do not allow it)");
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
     TIER_STATS_SITE_FIELDS(X)
@@ -432,6 +440,15 @@ void tm_stats_format_prom(const tier_stats_t *const *s, const tm_stats_who_t *wh
       prom_sample_start(&o, ages[a].metric, &who[k], s[k], -1);
       prom_value(&o, "ns", *(const uint64_t *)((const char *)who[k].record + ages[a].at));
     }
+  }
+  prom_head(&o, "tiermalloc_numa_balancing",
+            "kernel.numa_balancing (0 off, 1 normal, 2 tiering, 3 both; -1 none), with the policies this kernel lets "
+            "allow it and whether the heap's do (heap: 1 scanned, 0 not)", false);
+  for (unsigned k = 0; k < n; k++) {
+    prom_sample_start(&o, "tiermalloc_numa_balancing", &who[k], s[k], -1);
+    prom_put_label(&o, "mode", tm_balancing_mode_name(s[k]->numa_balancing));
+    prom_put_label(&o, "policies", tm_balancing_policies_name(s[k]->numa_balancing_policies));
+    stats_put(&o, ",heap=\"%u\"} %d\n", s[k]->numa_balancing_heap ? 1u : 0u, (int)s[k]->numa_balancing);
   }
   prom_head(&o, "tiermalloc_reclaim_state", "what the reclaim thread is doing now (1 for the state in the label)", false);
   for (unsigned k = 0; k < n; k++) {

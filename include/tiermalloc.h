@@ -82,7 +82,7 @@ int tier_unpin(const void *p, size_t len);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 6   /* 6: JSON keys carry their unit (resident_bytes...) */
+#define TIER_STATS_VERSION 7   /* 7: the kernel's NUMA balancing; 6: JSON keys carry their unit */
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -196,6 +196,17 @@ typedef struct tier_stats_s {
   TIER_STATS_SITE_FIELDS(TIER_STATS_FIELD_)
 #undef TIER_STATS_FIELD_
   tier_stats_site_t site[TIER_STATS_SITES];   /* the first sites_apart */
+  /* The kernel's NUMA balancing (version 7), after the fields above so a
+   * program built against version 6 still reads those. NUMA balancing scans
+   * a range, and promotes its hot pages, only when the range's policy allows
+   * it (MPOL_F_NUMA_BALANCING). */
+  int32_t numa_balancing;           /* kernel.numa_balancing now: 0 off, 1 normal, 2 tiering
+                                       (promotes from CPU-less nodes), 3 both; -1 no such kernel */
+  uint32_t numa_balancing_policies; /* policies this kernel lets allow it: 1 MPOL_BIND,
+                                       2 MPOL_PREFERRED_MANY (0: none, or mbind refused) */
+  uint32_t numa_balancing_heap;     /* 1: the heap's policies allow it (NUMA balancing may scan
+                                       the heap); 0: they do not (today, always) */
+  uint32_t reserved2_;
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

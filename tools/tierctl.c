@@ -26,10 +26,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "balancing.h"
 #include "budget.h"
 #include "cgroup.h"
 #include "liverec.h"
 #include "options.h"
+#include "os.h"
 #include "statsfmt.h"
 #include "tiermalloc.h"
 #include "topology.h"
@@ -661,16 +663,6 @@ static void warn_line(const char *fmt, ...)
   va_end(ap);
 }
 
-static long read_long(const char *path, long def)
-{
-  FILE *f = fopen(path, "re");
-  if (!f) return def;
-  long v = def;
-  if (fscanf(f, "%ld", &v) != 1) v = def;
-  fclose(f);
-  return v;
-}
-
 static bool swap_on(void)
 {
   FILE *f = fopen("/proc/swaps", "re");
@@ -756,6 +748,18 @@ static int cmd_explain(int argc, char **argv)
     if (topo.tier[t].kernel_tier >= 0) printf(", the kernel's memory_tier%d", topo.tier[t].kernel_tier);
     printf("\n");
   }
+  /* NUMA balancing: the mode now, what this kernel lets a policy allow
+   * (probed here, as the library probes it at start-up), the heap's. */
+  tm_balancing_t nb;
+  tm_balancing_read("", tm_os_numa_balancing_policies(topo.tier[0].first_node), &nb);
+  char nb_why[512];
+  printf("numa balancing: %s (%d); policies this kernel lets allow it: %s; tiermalloc's heap: %s\n",
+         tm_balancing_mode_name(nb.mode), nb.mode, tm_balancing_policies_name(nb.flag_policies),
+         pid && rp->stats.numa_balancing_heap ? "scanned" : "not scanned");
+  printf("  %s\n", tm_balancing_explain(&nb, nb_why, sizeof nb_why));
+  if (nb.mode >= 0)
+    printf("  promotion rate limit %llu MB/s; the kernel demotes on reclaim: %s\n",
+           (unsigned long long)nb.promote_mbps, nb.demotion < 0 ? "unknown" : nb.demotion ? "yes" : "no");
   tm_cgroup_limits_t cg;
   tm_budgets_t b;
   char root[64] = "";
@@ -819,10 +823,9 @@ static int cmd_explain(int argc, char **argv)
     warn_line("the kernel puts all nodes in one memory tier; tiermalloc guessed: CPU nodes on top, CPU-less nodes below");
     warned++;
   }
-  long nb = read_long("/proc/sys/kernel/numa_balancing", 0);
-  if (nb & 2) {
-    warn_line("numa_balancing=%ld promotes pages to the top tier behind tiermalloc's back (its budget then "
-              "demotes them again); set it to 0 or 1", nb);
+  if (nb.mode >= 0 && (nb.mode & 2)) {
+    warn_line("numa_balancing=%d (tiering) does not reach tiermalloc's heap: its policies keep NUMA balancing "
+              "off it (see numa balancing above)", nb.mode);
     warned++;
   }
   if (!swap_on()) {

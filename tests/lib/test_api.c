@@ -10,7 +10,9 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +91,34 @@ Test(api, stats_get_checks_its_arguments)
   cr_expect_eq(s.version, TIER_STATS_VERSION);
   cr_expect_eq(s.tier[1].capacity, 0xeeeeeeeeeeeeeeeeull, "nothing past the given size is written");
   cr_expect_eq(tier_stats_print(NULL, NULL, TIER_STATS_TEXT), EINVAL);
+}
+
+/* The kernel's NUMA balancing as the stats say it: the mode in
+ * /proc/sys/kernel/numa_balancing now, the policies this kernel lets allow
+ * it (probed here again with mbind, as the library did at start-up), and a
+ * heap NUMA balancing does not scan (its policies). */
+Test(api, stats_say_what_numa_balancing_does)
+{
+  tier_stats_t s = api_stats();
+  char buf[16] = "";
+  int fd = open("/proc/sys/kernel/numa_balancing", O_RDONLY);
+  int mode = -1;
+  if (fd >= 0) {
+    if (read(fd, buf, sizeof buf - 1) > 0) mode = atoi(buf);
+    close(fd);
+  }
+  cr_expect_eq(s.numa_balancing, mode, "/proc/sys/kernel/numa_balancing says %s", buf);
+  long page = sysconf(_SC_PAGESIZE);
+  void *p = mmap(NULL, (size_t)page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  cr_assert_neq(p, MAP_FAILED);
+  unsigned long node0[TIER_NODE_WORDS + 1] = { 1 };
+  unsigned want = 0;
+  if (syscall(SYS_mbind, p, page, 2 /* MPOL_BIND */ | (1 << 13), node0, TIER_MAX_NODES + 1, 0) == 0) want |= 1;
+  if (syscall(SYS_mbind, p, page, 5 /* MPOL_PREFERRED_MANY */ | (1 << 13), node0, TIER_MAX_NODES + 1, 0) == 0)
+    want |= 2;
+  munmap(p, (size_t)page);
+  cr_expect_eq(s.numa_balancing_policies, want, "probed here: %u", want);
+  cr_expect_eq(s.numa_balancing_heap, 0);
 }
 
 Test(api, stats_invariants_hold)

@@ -37,6 +37,8 @@ static tier_stats_t fmt_sample(void)
   s.reclaim_state = TIER_RECLAIM_DEMOTING;
   strcpy(s.cold_signal, "commit age");
   strcpy(s.cgroup, "/app/\"w\"");
+  s.numa_balancing = 2;
+  s.numa_balancing_policies = 3;
   return s;
 }
 
@@ -46,7 +48,7 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":6,\"ntiers\":2,\"unplaced_allocated_bytes\":7,\"resident_other_bytes\":0,"
+    "{\"version\":7,\"ntiers\":2,\"unplaced_allocated_bytes\":7,\"resident_other_bytes\":0,"
     "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity_bytes\":536870912,\"mapped_bytes\":33554432,"
     "\"committed_bytes\":33554432,\"used_bytes\":31457280,\"allocated_bytes\":3145728,"
@@ -59,7 +61,35 @@ Test(stats_format, json_has_every_field_once)
     "\"budget\":{\"min\":0,\"low\":0,\"high\":null,\"max\":null,\"source\":\"none\",\"max_held\":true}}],"
     "\"cgroup\":\"/app/\\\"w\\\"\",\"reclaim_mode\":\"pressure\",\"reclaim_state\":\"demoting\","
     "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
+    "\"numa_balancing\":2,\"numa_balancing_policies\":\"preferred-many and bind\",\"numa_balancing_heap\":false,"
     "\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0,\"sites_tried\":0,\"sites\":[]}\n");
+}
+
+/* A record read by tierctl: JSON and Prometheus carry how old it is, how
+ * often its thread publishes, and who measured its resident bytes when. */
+Test(stats_format, a_records_ages_are_in_json_and_prometheus)
+{
+  tier_stats_t s = fmt_sample();
+  tm_stats_record_t g = { .published_age_ns = 50000000, .interval_ns = 100000000, .resident_age_ns = 0,
+                          .publisher = "thread", .resident_by = "tierctl" };
+  tm_stats_who_t who = { 42, "db", true, &g };
+  statsbuf_t b = { .n = 0 };
+  tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_JSON);
+  cr_expect(strstr(b.s, "\"pid\":42,\"command\":\"db\",\"publisher\":\"thread\",\"publish_interval_ns\":100000000,"
+                        "\"published_age_ns\":50000000,\"resident_by\":\"tierctl\",\"resident_age_ns\":0,") != NULL,
+            "%s", b.s);
+  statsbuf_t p = { .n = 0 };
+  const tier_stats_t *all[] = { &s };
+  tm_stats_format_prom(all, &who, 1, statsbuf_write, &p);
+  cr_expect(strstr(p.s, "# TYPE tiermalloc_record_age_seconds gauge\n"
+                        "tiermalloc_record_age_seconds{pid=\"42\",command=\"db\"} 0.050000000\n") != NULL, "%s", p.s);
+  cr_expect(strstr(p.s, "tiermalloc_record_interval_seconds{pid=\"42\",command=\"db\"} 0.100000000\n") != NULL, "%s", p.s);
+  cr_expect(strstr(p.s, "tiermalloc_resident_age_seconds{pid=\"42\",command=\"db\"} 0.000000000\n") != NULL, "%s", p.s);
+  /* The process's own stats (no record) have no ages. */
+  statsbuf_t q = { .n = 0 };
+  tm_stats_who_t self = { 42, "db", false, NULL };
+  tm_stats_format_prom(all, &self, 1, statsbuf_write, &q);
+  cr_expect(strstr(q.s, "tiermalloc_record_age_seconds") == NULL, "%s", q.s);
 }
 
 Test(stats_format, text_is_a_table_with_units)
@@ -68,6 +98,8 @@ Test(stats_format, text_is_a_table_with_units)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_TEXT);
   cr_expect(strstr(b.s, "tiermalloc: 2 tiers\n") == b.s, "%s", b.s);
+  cr_expect(strstr(b.s, "\nnuma balancing       tiering (2); policies that may allow it: preferred-many and bind; "
+                        "the heap: not scanned (its policies do not allow it)\n") != NULL, "%s", b.s);
 #define X(name, unit, doc) cr_expect(strstr(b.s, #name) != NULL, "text lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
@@ -170,7 +202,7 @@ Test(stats_format, prometheus_families_for_two_processes)
   cr_expect(strstr(b.s, "# TYPE tiermalloc_sites_apart gauge\n") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "tiermalloc_reclaim_state{pid=\"11\",command=\"x\\\"y\",state=\"demoting\"} 1\n") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "tiermalloc_info{pid=\"10\",command=\"app\",cgroup=\"/app/\\\"w\\\"\",reclaim_mode=\"pressure\","
-                        "cold_signal=\"commit age\",stats_version=\"6\"} 1\n") != NULL, "%s", b.s);
+                        "cold_signal=\"commit age\",stats_version=\"7\"} 1\n") != NULL, "%s", b.s);
   /* Each family's HELP and TYPE once, every line a comment or a sample. */
   unsigned helps = 0, types = 0;
   for (const char *l = b.s; *l; l = strchr(l, '\n') + 1) {
@@ -179,7 +211,7 @@ Test(stats_format, prometheus_families_for_two_processes)
     else cr_expect(strncmp(l, "tiermalloc_", 11) == 0, "line %.80s", l);
     if (!strchr(l, '\n')) break;
   }
-  unsigned families = 2 + 2 /* budget, max_held */;
+  unsigned families = 3 /* info, numa_balancing, reclaim_state */ + 2 /* budget, max_held */;
 #define X(name, unit, doc) families++;
   TIER_STATS_GLOBAL_FIELDS(X)
   TIER_STATS_SITE_FIELDS(X)
@@ -200,7 +232,7 @@ Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addre
   tm_stats_who_t who = { 42, "db", true, NULL };
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_JSON);
-  const char *head = "{\"version\":6,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
+  const char *head = "{\"version\":7,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
   cr_expect(strncmp(b.s, head, strlen(head)) == 0, "%s", b.s);
   cr_expect(strstr(b.s, "getpid") == NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\"frames\":[\"0x") != NULL, "%s", b.s);

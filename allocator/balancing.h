@@ -1,0 +1,49 @@
+/*
+ * balancing: the kernel's NUMA balancing as it bears on the heap. Its mode
+ * (kernel.numa_balancing: 0 off, 1 normal, 2 tiering: hot pages of CPU-less
+ * nodes are promoted, 3 both), its promotion rate limit, whether the kernel
+ * demotes on reclaim, and which memory policies accept
+ * MPOL_F_NUMA_BALANCING (a range bound with it may be scanned by NUMA
+ * balancing, and its pages promoted within the policy's nodes: MPOL_BIND
+ * from 5.12, MPOL_PREFERRED_MANY from 6.10; probed, not guessed from the
+ * version). tiermalloc's chunks are bound with MPOL_PREFERRED_MANY (or
+ * MPOL_PREFERRED) without the flag, so today NUMA balancing never scans the
+ * heap, whatever the mode. Reads files under a root ("" or a fixture tree);
+ * never allocates.
+ */
+#ifndef TM_BALANCING_H
+#define TM_BALANCING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Policies that accept MPOL_F_NUMA_BALANCING (tm_balancing_t.flag_policies). */
+#define TM_BALANCING_BIND           1u
+#define TM_BALANCING_PREFERRED_MANY 2u
+
+typedef struct tm_balancing_s {
+  int mode;                 /* 0-3; -1: no such sysctl (a kernel without NUMA balancing) */
+  uint64_t promote_mbps;    /* numa_balancing_promote_rate_limit_MBps; 0: not there */
+  int demotion;             /* /sys/kernel/mm/numa/demotion_enabled: 1, 0, or -1 not there */
+  unsigned flag_policies;   /* TM_BALANCING_*, as the caller probed them */
+} tm_balancing_t;
+
+/* The mode now (kernel.numa_balancing under root): 0-3, or -1 when the file
+ * is not there or holds no number. One read of a small file. */
+int tm_balancing_mode(const char *root);
+
+/* Fills *out from the files under root; flag_policies as given (the probe is
+ * the OS layer's: tm_os_numa_balancing_policies). */
+void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t *out);
+
+/* "off", "normal", "tiering", "normal and tiering", "none" (-1). */
+const char *tm_balancing_mode_name(int mode);
+
+/* "preferred-many and bind", "bind", "none". */
+const char *tm_balancing_policies_name(unsigned flag_policies);
+
+/* One sentence for people: what NUMA balancing does for the heap in this
+ * mode, and what tiering mode would give with this kernel. Returns buf. */
+const char *tm_balancing_explain(const tm_balancing_t *b, char *buf, size_t size);
+
+#endif
