@@ -1,8 +1,10 @@
 #include "balancing.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "kfile.h"
 
 /* A number at the start of a small file; -1 when absent or not a number. */
@@ -21,6 +23,17 @@ int tm_balancing_mode(const char *root)
 {
   long long m = balancing_num(root, "/proc/sys/kernel/numa_balancing");
   return m >= 0 && m <= 3 ? (int)m : -1;
+}
+
+int tm_balancing_mode_now(void)
+{
+  static _Atomic int mode;
+  static _Atomic uint64_t read_ns;   /* CLOCK_MONOTONIC_COARSE + 1 at the last read; 0: never */
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC_COARSE) + 1, then = atomic_load_explicit(&read_ns, memory_order_acquire);
+  if (then != 0 && now - then < 1000000000ull) return atomic_load_explicit(&mode, memory_order_relaxed);
+  atomic_store_explicit(&mode, tm_balancing_mode(""), memory_order_relaxed);
+  atomic_store_explicit(&read_ns, now, memory_order_release);
+  return atomic_load_explicit(&mode, memory_order_relaxed);
 }
 
 void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t *out)

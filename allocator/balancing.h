@@ -32,6 +32,10 @@ typedef struct tm_balancing_s {
  * is not there or holds no number. One read of a small file. */
 int tm_balancing_mode(const char *root);
 
+/* tm_balancing_mode("") read again at most once a second (a snapshot, which
+ * the library's thread takes every interval, costs a relaxed load). */
+int tm_balancing_mode_now(void);
+
 /* Fills *out from the files under root; flag_policies as given (the probe is
  * the OS layer's: tm_os_numa_balancing_policies). */
 void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t *out);

@@ -1,7 +1,7 @@
 /* The kernel's NUMA balancing as tiermalloc reports it, on the guest's
  * 6.12 kernel: the policies the kernel lets allow it (6.10+: preferred-many
- * and bind), the mode as the sysctl says it now (switched to tiering and
- * back while the test holds the reclaim lock, which the tests that need
+ * and bind), the mode as the sysctl says it (within a second; switched to
+ * tiering and back while the test holds the reclaim lock, which the tests that need
  * NUMA balancing off also hold), and tierctl explain's account of it. */
 #include <criterion/criterion.h>
 #include <fcntl.h>
@@ -43,6 +43,7 @@ Test(balancing, stats_and_explain_say_what_numa_balancing_does, .timeout = 120)
   cr_assert_eq(vm_read_file(NB_SYSCTL, was, sizeof was), 0);
   cr_expect_eq(nb_stats().numa_balancing, atoi(was), "%s: the sysctl says %s", topo->name, was);
   vm_write_file(NB_SYSCTL, "2");
+  usleep(1100 * 1000);   /* the stats read the mode again once a second */
   s = nb_stats();
   char tierctl[PATH_MAX], out[16384];
   cr_assert_not_null(realpath("build/tierctl", tierctl), "make builds build/tierctl");
