@@ -221,8 +221,7 @@ static void bg_thread_start_if_wanted(bool may_publish)
     const tm_background_tick_t *t = atomic_load_explicit(&rc_tick, memory_order_acquire);
     if (t) t->prepare();
     rc_start();
-  }
-  else if (may_publish && (!running || atomic_load_explicit(&rc_failed, memory_order_relaxed)) && bg_tick_due())
+  } else if (may_publish && (!running || atomic_load_explicit(&rc_failed, memory_order_relaxed)) && bg_tick_due())
     bg_tick(false);
 }
 

@@ -63,10 +63,11 @@ void tm_background_reclaim_wanted(void);
  * so). The library's thread calls tick(true) at each wake: it returns the
  * nanoseconds until it wants the thread again (UINT64_MAX: never); stopped
  * runs as the thread ends; wants_thread says whether the work is worth the
- * thread at all; prepare runs on the program thread that starts it, first. While no thread runs, memory being committed asks due()
- * (cheap: no lock, no syscall) and, when it says so, the committing thread
- * calls tick(false) on its way out of malloc. Set once; *t stays valid for
- * the life of the process. */
+ * thread at all; prepare runs first, on the program thread that starts it.
+ * While no thread runs, memory being committed asks due() (cheap: no lock,
+ * no syscall) and, when it says so, the committing thread calls tick(false)
+ * on its way out of malloc. Set once; *t stays valid for the life of the
+ * process. */
 typedef struct tm_background_tick_s {
   uint64_t (*tick)(bool on_thread);
   bool (*due)(void);

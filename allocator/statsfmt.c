@@ -29,6 +29,12 @@ const char *tm_stats_budget_source_name(uint32_t src)
   return src < sizeof names / sizeof names[0] ? names[src] : "unknown";
 }
 
+const char *tm_stats_publisher_name(uint32_t p)
+{
+  static const char *const names[] = { "start-up", "thread", "api call", "allocation" };
+  return p < sizeof names / sizeof names[0] ? names[p] : "start-up";
+}
+
 /* Output goes through a small buffer to the caller's writer. */
 typedef struct stats_out_s {
   tier_write_fn *write;

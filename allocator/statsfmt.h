@@ -52,4 +52,8 @@ const char *tm_stats_reclaim_mode_name(uint32_t m);
 const char *tm_stats_reclaim_state_name(uint32_t st);
 const char *tm_stats_budget_source_name(uint32_t src);
 
+/* Who wrote a live record (tier_live_publisher_t): "start-up", "thread",
+ * "api call", "allocation". */
+const char *tm_stats_publisher_name(uint32_t p);
+
 #endif

@@ -142,12 +142,11 @@ static uint64_t age_ns(uint64_t now, uint64_t then)
 static tm_stats_record_t seen_ages(const seen_t *v)
 {
   const tier_live_t *r = &v->r;
-  static const char *const names[] = { "start-up", "thread", "api call", "allocation" };
   return (tm_stats_record_t){
     .published_age_ns = age_ns(v->read_ns, r->published_ns),
     .interval_ns = r->interval_ns,
     .resident_age_ns = v->measure_err == 0 ? 0 : age_ns(v->read_ns, r->resident_ns),
-    .publisher = r->publisher < sizeof names / sizeof *names ? names[r->publisher] : "start-up",
+    .publisher = tm_stats_publisher_name(r->publisher),
     .resident_by = v->measure_err == 0 ? "tierctl" : "process",
   };
 }
@@ -270,12 +269,8 @@ static const char *human(uint64_t v, char *buf, size_t size)
 
 static const char *publisher_name(uint32_t p, uint64_t interval_ns)
 {
-  switch (p) {
-  case TIER_LIVE_THREAD: return interval_ns ? "its thread" : "its thread, stopped";
-  case TIER_LIVE_DEMAND: return "api call";
-  case TIER_LIVE_COMMIT: return "allocation";
-  default: return "start-up";
-  }
+  if (p == TIER_LIVE_THREAD) return interval_ns ? "its thread" : "its thread, stopped";
+  return tm_stats_publisher_name(p);
 }
 
 /* The record's own figures are older than its process's thread would leave
@@ -493,17 +488,17 @@ static int cmd_record(int argc, char **argv)
   seen_t v;
   rd_t rd = read_record(pid, &v);
   if (rd != RD_OK) return explain_rd(pid, rd);
-  const tier_live_t r = v.r;
+  const tier_live_t *r = &v.r;   /* its header; the loop reads v again */
   FILE *f = out ? fopen(out, "we") : stdout;
   if (!f) return fail("cannot write %s: %s", out, strerror(errno));
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  unsigned ntiers = r.stats.ntiers < TIER_MAX_TIERS ? r.stats.ntiers : TIER_MAX_TIERS;
+  unsigned ntiers = r->stats.ntiers < TIER_MAX_TIERS ? r->stats.ntiers : TIER_MAX_TIERS;
   time_t t0 = time(NULL);
   char when[64];
   strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&t0));
-  fprintf(f, "# tierctl record: pid %u (%s), %u tier%s, from %s, every %g s; bytes; unlimited: -1\n", r.pid,
-          r.command, ntiers, ntiers == 1 ? "" : "s", when, every);
+  fprintf(f, "# tierctl record: pid %u (%s), %u tier%s, from %s, every %g s; bytes; unlimited: -1\n", r->pid,
+          r->command, ntiers, ntiers == 1 ? "" : "s", when, every);
   fprintf(f, "time_s");
   for (unsigned t = 0; t < ntiers; t++) {
 #define X(name, expr) fprintf(f, ",tier%u_" #name, t);

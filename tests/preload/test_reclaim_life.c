@@ -42,74 +42,53 @@ static void life_expect_ended(const spawn_result_t *r)
   cr_assert(strstr(r->out, "reclaim=1\n") != NULL, "tiermalloc's thread never ran: %s", r->out);
 }
 
-static void life_pthread_exit(bool budget)
+/* Runs mode (with arg), with or without a budget; the process ended on its
+ * own, the thread ran, and its result line is `want` (NULL: none). */
+static void life_check(const char *mode, const char *arg, bool budget, const char *want)
 {
-  spawn_result_t r = life_run_as("pthread-exit", NULL, budget);
+  spawn_result_t r = life_run_as(mode, arg, budget);
   life_expect_ended(&r);
-  spawn_free(&r);
-}
-
-static void life_fork(bool budget)
-{
-  spawn_result_t r = life_run_as("fork", "20", budget);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "forks=20 ok=20 intact=1\n") != NULL, "%s", r.out);
-  spawn_free(&r);
-}
-
-static void life_sigterm(bool budget)
-{
-  spawn_result_t r = life_run_as("sigterm", NULL, budget);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "child_reclaim=1 term=ok\n") != NULL, "%s", r.out);
-  spawn_free(&r);
-}
-
-static void life_exit(bool budget)
-{
-  spawn_result_t r = life_run_as("exit", NULL, budget);
-  life_expect_ended(&r);
-  cr_expect(strstr(r.out, "exiting\n") != NULL, "%s", r.out);
+  if (want) cr_expect(strstr(r.out, want) != NULL, "%s", r.out);
   spawn_free(&r);
 }
 
 Test(reclaim_life, process_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
 {
-  life_pthread_exit(true);
+  life_check("pthread-exit", NULL, true, NULL);
 }
 
 Test(reclaim_life, fork_children_get_their_own_reclaim_thread, .timeout = 90)
 {
-  life_fork(true);
+  life_check("fork", "20", true, "forks=20 ok=20 intact=1\n");
 }
 
 Test(reclaim_life, sigterm_ends_a_process_with_reclaim_running, .timeout = 60)
 {
-  life_sigterm(true);
+  life_check("sigterm", NULL, true, "child_reclaim=1 term=ok\n");
 }
 
 Test(reclaim_life, exit_while_threads_allocate, .timeout = 60)
 {
-  life_exit(true);
+  life_check("exit", NULL, true, "exiting\n");
 }
 
 /* The same four without a budget: the thread only publishes the record. */
 Test(reclaim_life, publishing_thread_ends_when_every_thread_calls_pthread_exit, .timeout = 60)
 {
-  life_pthread_exit(false);
+  life_check("pthread-exit", NULL, false, NULL);
 }
 
 Test(reclaim_life, fork_children_get_their_own_publishing_thread, .timeout = 90)
 {
-  life_fork(false);
+  life_check("fork", "20", false, "forks=20 ok=20 intact=1\n");
 }
 
 Test(reclaim_life, sigterm_ends_a_process_with_the_publishing_thread, .timeout = 60)
 {
-  life_sigterm(false);
+  life_check("sigterm", NULL, false, "child_reclaim=1 term=ok\n");
 }
 
 Test(reclaim_life, exit_while_threads_allocate_with_the_publishing_thread, .timeout = 60)
 {
-  life_exit(false);
+  life_check("exit", NULL, false, "exiting\n");
 }
