@@ -152,7 +152,7 @@ int tm_site_flags(tm_thread_t *t, const void *ra)
 
 /* Bytes of each site arena's chunks in all, and those the accessed bits call
  * hot, and cold. */
-static void site_measure(uint64_t all[], uint64_t hot[], uint64_t cold[])
+static void site_measure(uint64_t all[], uint64_t hot[], uint64_t cold[], uint64_t steady[])
 {
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
@@ -163,6 +163,7 @@ static void site_measure(uint64_t all[], uint64_t hot[], uint64_t cold[])
       all[k - 1] += bytes;
       if (tm_hotness_hot(c)) hot[k - 1] += bytes;
       else if (tm_hotness_cold(c)) cold[k - 1] += bytes;
+      if (tm_hotness_steady(c)) steady[k - 1] += bytes;
     }
 }
 
@@ -217,7 +218,8 @@ void tm_site_evaluate(void)
 {
   if (!site_active()) return;
   uint64_t all[TM_SITE_ARENAS] = { 0 }, hot[TM_SITE_ARENAS] = { 0 }, cold[TM_SITE_ARENAS] = { 0 };
-  if (st.ntrials) site_measure(all, hot, cold);
+  uint64_t steady[TM_SITE_ARENAS] = { 0 };
+  if (st.ntrials) site_measure(all, hot, cold, steady);
   pthread_mutex_lock(&st.lock);
   for (unsigned k = 0; k < st.ntrials; k++) {
     trial_t *tr = &st.trial[k];
@@ -233,7 +235,7 @@ void tm_site_evaluate(void)
     } else if (tr->state == TRIAL_ROUTED) {
       tr->reads += all[k] != 0;
       if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */
-    } else if (hot[k] > cold[k]) {
+    } else if (steady[k] > cold[k]) {
       site_spend(k);   /* cold no more */
     }
   }

@@ -30,9 +30,12 @@
  *                migration, and reclaim
  *                demotes its old memory as it does any cold chunk. A site
  *                not found cold within TM_SITE_TRIAL verdicts (counted while
- *                its arena holds memory), or cold no more (its hot chunks
- *                hold more than its cold ones), goes back to the automatic
- *                arenas: the fast path again, no routing cost. It is not
+ *                its arena holds memory), or cold no more (its chunks used
+ *                at two reads in a row, tm_hotness_steady, hold more than
+ *                its cold ones: a cold site's new blocks are written as they
+ *                are allocated, and a burst of them is hot at one read with
+ *                no sign that the site's memory is used), goes back to the
+ *                automatic arenas: the fast path again, no routing cost. It is not
  *                tried again while its entry lives.
  *
  * Not done: realloc and aligned allocations are neither sampled nor routed;

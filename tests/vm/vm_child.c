@@ -26,7 +26,7 @@
  *           tier 1's blocks to tier 0's node (move_pages, as the kernel's
  *           fallback of a huge page from a fragmented node puts them) and
  *           prints "misplace pages=<moved> back_ms=<ms until none is left there,
- *           or -1 after 5 s>".
+ *           or -1 after 8 s>".
  *   phases: 64 MiB in 4 MiB blocks, touched, all on tier 0 ("A" line); then
  *           commands on stdin, each answered by one line (see child_phases).
  */
@@ -245,7 +245,7 @@ static void child_misplace(char **keep, size_t n, size_t block, size_t mib)
   size_t moved = 0;
   for (size_t i = 0; i < np; i++) moved += status[i] == top;
   long long t0 = child_ms(), back = -1;
-  while (child_ms() - t0 < 5000) {
+  while (child_ms() - t0 < 8000) {
     struct timespec ts = { 0, 50 * 1000 * 1000 };
     nanosleep(&ts, NULL);
     if (move_pages(0, np, pages, NULL, status, 0) < 0) break;

@@ -88,6 +88,33 @@ size_t vm_span_pages(const void *p, size_t len)
   return (end - a) / psz;
 }
 
+/* A page the kernel is moving (reclaim's migration, khugepaged's collapse,
+ * a split) has a migration entry for a moment, and move_pages says -ENOENT
+ * for it, as for a page swapped out: one batch of 512 such pages (a huge
+ * page in flight) made a 3tier run count "touched pages not present". A page
+ * not present is asked again, every 20 ms for up to VM_ABSENT_RETRY_MS: one
+ * swapped out stays so (asking does not fault it in), one in flight lands. */
+#define VM_ABSENT_RETRY_MS 400
+
+static size_t vm_pages_batch(void **pages, unsigned long n, size_t counts[VM_MAX_NODES])
+{
+  int status[n];
+  size_t bad = 0;
+  for (int waited = 0;; waited += 20) {
+    if (move_pages(0, n, pages, NULL, status, 0) < 0) return (size_t)-1;
+    unsigned long left = 0;
+    for (unsigned long i = 0; i < n; i++) {
+      if (status[i] >= 0 && status[i] < VM_MAX_NODES) counts[status[i]]++;
+      else pages[left++] = pages[i];
+    }
+    n = left;
+    bad = left;
+    if (n == 0 || waited >= VM_ABSENT_RETRY_MS) return bad;
+    struct timespec ts = { 0, 20 * 1000 * 1000 };
+    nanosleep(&ts, NULL);
+  }
+}
+
 size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES])
 {
   long psz = sysconf(_SC_PAGESIZE);
@@ -96,15 +123,12 @@ size_t vm_pages_by_node(const void *p, size_t len, size_t counts[VM_MAX_NODES])
   size_t bad = 0;
   enum { BATCH = 1024 };
   void *pages[BATCH];
-  int status[BATCH];
   while (a < end) {
     unsigned long n = 0;
     for (; n < BATCH && a < end; n++, a += (uintptr_t)psz) pages[n] = (void *)a;
-    if (move_pages(0, n, pages, NULL, status, 0) < 0) return (size_t)-1;
-    for (unsigned long i = 0; i < n; i++) {
-      if (status[i] >= 0 && status[i] < VM_MAX_NODES) counts[status[i]]++;
-      else bad++;
-    }
+    size_t b = vm_pages_batch(pages, n, counts);
+    if (b == (size_t)-1) return b;
+    bad += b;
   }
   return bad;
 }
