@@ -82,11 +82,13 @@ const char *tm_balancing_explain(const tm_balancing_t *b, char *buf, size_t size
     snprintf(buf, size, "this kernel has no NUMA balancing: tiermalloc's own tracking is all there is");
   else if (b->mode & 2)
     snprintf(buf, size, "NUMA balancing in tiering mode (%d) promotes hot pages from CPU-less nodes, but not "
-                        "tiermalloc's heap: its chunks' policies keep NUMA balancing off it, and %s",
+                        "tiermalloc's heap: its chunks' policies keep NUMA balancing off it (TIERMALLOC_NUMA_BALANCING=tiering, "
+                        "experimental, hands them over), and %s",
              b->mode, kernel);
   else
     snprintf(buf, size, "NUMA balancing is %s (%d): it promotes nothing from CPU-less nodes; tiering mode (2) "
-                        "would, for memory whose policy allows it, which tiermalloc's heap's does not yet; %s",
+                        "would, for memory whose policy allows it, which tiermalloc's heap's does only with "
+                        "TIERMALLOC_NUMA_BALANCING=tiering (experimental); %s",
              tm_balancing_mode_name(b->mode), b->mode, kernel);
   return buf;
 }

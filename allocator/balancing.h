@@ -7,8 +7,9 @@
  * balancing, and its pages promoted within the policy's nodes: MPOL_BIND
  * from 5.12, MPOL_PREFERRED_MANY from 6.10; probed, not guessed from the
  * version). tiermalloc's chunks are bound with MPOL_PREFERRED_MANY (or
- * MPOL_PREFERRED) without the flag, so today NUMA balancing never scans the
- * heap, whatever the mode. Reads files under a root ("" or a fixture tree);
+ * MPOL_PREFERRED) without the flag, so NUMA balancing never scans the heap,
+ * whatever the mode, unless TIERMALLOC_NUMA_BALANCING=tiering has reclaim
+ * hand its chunks below tier 0 over (reclaim.c). Reads files under a root ("" or a fixture tree);
  * never allocates.
  */
 #ifndef TM_BALANCING_H

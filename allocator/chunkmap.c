@@ -147,7 +147,7 @@ bool tm_chunk_decommit_bytes(tm_chunk_t *c, uint32_t n)
 void tm_chunk_emptied(tm_chunk_t *c)
 {
   /* What reclaim knew of its pages is void: it has none. */
-  atomic_fetch_and_explicit(&c->flags, (uint8_t)(TM_CHUNK_KEEP | TM_CHUNK_BASE),
+  atomic_fetch_and_explicit(&c->flags, (uint16_t)(TM_CHUNK_KEEP | TM_CHUNK_BASE),
                             memory_order_relaxed);
   atomic_store_explicit(&c->heat, 0, memory_order_relaxed);
   atomic_store_explicit(&c->committed, 0, memory_order_release);

@@ -35,10 +35,10 @@
 
 typedef struct tm_chunk_s {
   _Atomic uint32_t committed;  /* bytes of the chunk committed (top bit: being placed or emptied) */
-  _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
-  _Atomic uint8_t flags;       /* reserved for reclaim and hotness */
+  _Atomic uint16_t flags;      /* reserved for reclaim and hotness */
   _Atomic uint16_t age;        /* hotness.h: when the chunk was last used, as it defines use */
   _Atomic uint16_t moved;      /* hotness clock when reclaim last moved it up or down */
+  _Atomic uint8_t tier;        /* current tier + 1; 0: its home tier (never rebound) */
   _Atomic uint8_t site;        /* k + 1 of site arena k, whose chunk it is (site.h); 0: none */
   _Atomic uint8_t heat;        /* hotness.h: the share of its pages the accessed bits see, and a bit */
 } tm_chunk_t;
@@ -52,6 +52,8 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_PIN   0x20u  /* tier_pin: kept on tier 0 (hint.h) */
 #define TM_CHUNK_SEEN  0x40u  /* the accessed bits saw it at their last read (hotness.h) */
 #define TM_CHUNK_STEADY 0x80u /* ... and at the read before */
+#define TM_CHUNK_HANDED 0x100u /* its policy lets the kernel's NUMA balancing move its pages up
+                                  (reclaim.c); every bind of the chunk's ends it */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

@@ -75,7 +75,7 @@ int tm_unpin(const void *p, size_t len)
   if (err != 0) return err;
   pthread_mutex_lock(&hint_lock);
   for (tm_chunk_t *c = c0; c <= c1; c++)
-    if (atomic_fetch_and_explicit(&c->flags, (uint8_t)~TM_CHUNK_PIN, memory_order_relaxed) & TM_CHUNK_PIN)
+    if (atomic_fetch_and_explicit(&c->flags, (uint16_t)~TM_CHUNK_PIN, memory_order_relaxed) & TM_CHUNK_PIN)
       hint_pinned--;
   pthread_mutex_unlock(&hint_lock);
   return 0;

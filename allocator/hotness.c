@@ -333,12 +333,12 @@ static void hn_saw(const hn_vma_read_t *v)
   tm_chunk_t *c = v->c;
   if (!c || !v->read) return;
   bool seen = v->ref > 0;
-  uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
+  uint16_t f = atomic_load_explicit(&c->flags, memory_order_relaxed), g = f & ~(TM_CHUNK_SEEN | TM_CHUNK_STEADY);
   if (seen) g |= TM_CHUNK_SEEN | (f & TM_CHUNK_SEEN ? TM_CHUNK_STEADY : 0);
   /* Only this thread changes these bits; others set and clear their own
    * with atomic or/and, which a plain store here could undo: so or/and. */
-  if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint8_t)(g & ~f), memory_order_relaxed);
-  if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint8_t)~(f & ~g), memory_order_relaxed);
+  if (g & ~f) atomic_fetch_or_explicit(&c->flags, (uint16_t)(g & ~f), memory_order_relaxed);
+  if (f & ~g) atomic_fetch_and_explicit(&c->flags, (uint16_t)~(f & ~g), memory_order_relaxed);
   uint64_t now = v->rss == 0 ? 0 : v->ref >= v->rss ? TM_HOTNESS_HEAT_MAX : v->ref * TM_HOTNESS_HEAT_MAX / v->rss;
   unsigned was = atomic_load_explicit(&c->heat, memory_order_relaxed) & TM_HOTNESS_HEAT_MAX;
   unsigned heat = (was + (unsigned)now + 1) / 2;

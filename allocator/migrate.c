@@ -104,8 +104,8 @@ int tm_migrate_chunk(tm_chunk_t *c, unsigned to, tm_migrate_counts_t *out)
     }
     out->moved += moved * MIGRATE_PAGE;
     out->failed += failed * MIGRATE_PAGE;
-    uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
-    atomic_store_explicit(&c->flags, (uint8_t)(failed ? f | TM_CHUNK_STRAY : f & ~TM_CHUNK_STRAY),
+    uint16_t f = atomic_load_explicit(&c->flags, memory_order_relaxed) & ~TM_CHUNK_HANDED;
+    atomic_store_explicit(&c->flags, (uint16_t)(failed ? f | TM_CHUNK_STRAY : f & ~TM_CHUNK_STRAY),
                           memory_order_relaxed);
   }
   tm_chunk_release(c);
@@ -156,6 +156,17 @@ static int migrate_policy(tm_chunk_t *c, bool split)
   int err = !split ? tm_range_os()->bind(a, TM_CHUNK_SIZE, &tier->nodes, tier->first_node)
             : tm_range_os()->pieces ? tm_range_os()->pieces(a, &tier->nodes, tier->first_node)
             : ENOTSUP;
+  if (err == 0 || !split) atomic_fetch_and_explicit(&c->flags, (uint16_t)~TM_CHUNK_HANDED, memory_order_relaxed);
+  tm_chunk_release(c);
+  return err;
+}
+
+int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes)
+{
+  if (tm_range_os()->hand == NULL) return ENOTSUP;
+  if (!tm_chunk_hold(c)) return EBUSY;
+  int err = tm_range_os()->hand((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, nodes);
+  if (err == 0) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_HANDED, memory_order_relaxed);
   tm_chunk_release(c);
   return err;
 }

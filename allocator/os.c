@@ -118,6 +118,22 @@ static int os_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
   return 0;
 }
 
+#ifndef MPOL_F_NUMA_BALANCING
+#define MPOL_F_NUMA_BALANCING (1 << 13)   /* linux/mempolicy.h, 5.12 */
+#endif
+
+static int os_hand(void *p, size_t size, const tm_nodemask_t *nodes)
+{
+  bool chunk = os_split && size == (size_t)1 << TM_OS_CHUNK_SHIFT;
+  int marker = chunk && !((uintptr_t)p >> TM_OS_CHUNK_SHIFT & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
+  tm_nodemask_t m = *nodes;
+  if (marker >= 0) tm_nodemask_set(&m, marker);
+  int mode_flags = MPOL_F_NUMA_BALANCING | (chunk ? MPOL_F_STATIC_NODES : 0);
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)m.w, TIER_MAX_NODES + 1, 0);
+  if (err == EINVAL) err = os_mbind(p, size, MPOL_BIND | mode_flags, (const unsigned long *)m.w, TIER_MAX_NODES + 1, 0);
+  return err;
+}
+
 static int os_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)
 {
   return os_policy(p, size, nodes, first_node, 0);
@@ -186,11 +202,8 @@ const tm_os_t tm_os_linux = {
   .pageout = os_pageout,
   .resident = os_resident,
   .pieces = os_pieces,
+  .hand = os_hand,
 };
-
-#ifndef MPOL_F_NUMA_BALANCING
-#define MPOL_F_NUMA_BALANCING (1 << 13)   /* linux/mempolicy.h, 5.12 */
-#endif
 
 unsigned tm_os_numa_balancing_policies(int node)
 {

@@ -70,6 +70,15 @@ typedef struct tm_os_s {
    * merges it back into one VMA. ENOTSUP while not splitting chunks or with
    * no marker node. May be NULL in a double (no pieces then). */
   int (*pieces)(void *p, const tm_nodemask_t *nodes, int first_node);
+  /* Binds [p, p+size) to `nodes` with MPOL_F_NUMA_BALANCING, moving no page
+   * (MPOL_PREFERRED_MANY, else MPOL_BIND: before 6.10 only it takes the
+   * flag): the kernel's NUMA balancing may then scan the range and, in its
+   * tiering mode, promote a hot page to the node of the CPU that uses it,
+   * where that node is in `nodes`; new pages go to the nodes nearest the
+   * faulting CPU among them. A chunk keeps a VMA of its own as bind gives it.
+   * EINVAL where the kernel takes the flag with neither. May be NULL in a
+   * double (never handed then). */
+  int (*hand)(void *p, size_t size, const tm_nodemask_t *nodes);
 } tm_os_t;
 
 /* The real primitives. */

@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "balancing.h"
 #include "budget.h"
 #include "chunkmap.h"
 #include "clock.h"
@@ -56,6 +57,11 @@ static struct {
 #define RC_STRAY_SCAN_NS 1000000000ull
 #define RC_STRAY_SCAN_MAX_NS 4000000000ull
 
+/* A chunk stays where reclaim last moved it, up or down, at least this long
+ * before promotion or an exchange moves it again, or it is handed to the
+ * kernel's NUMA balancing: nothing ping-pongs. */
+#define RC_COOLDOWN_TICKS (10000u / TM_HOTNESS_TICK_MS)
+
 static struct {
   const tm_topology_t *topo;
   char root[TM_KFILE_PATH_MAX / 2];           /* where /sys and /proc are read ("" normally) */
@@ -95,6 +101,15 @@ static struct {
   unsigned piece_idle;                         /* reads in a row whose pieces moved nothing */
   unsigned piece_skip;                         /* reads to let pass before pieces are read again */
   bool piece_no_room;                          /* pieces seen found no room nor chunk to replace */
+  /* Handing chunks to the kernel's NUMA balancing (TIERMALLOC_NUMA_BALANCING,
+   * rc_hand_update). */
+  bool hand;                                   /* on now: the kernel is in its tiering mode */
+  bool hand_refused;                           /* the kernel refused the policy: not tried again */
+  bool hand_over;                              /* tier 0 stayed over its limit with none of its own to move */
+  uint64_t hand_read_ns;                       /* when the mode was last read */
+  uint64_t up_from[TIER_MAX_TIERS];            /* bytes of handed tier-t chunks on faster tiers, last read */
+  uint64_t up_to[TIER_MAX_TIERS];              /* the same bytes, by the tier they are on */
+  tm_nodemask_t hand_nodes[TIER_MAX_TIERS];    /* tier t's nodes and every faster tier's */
 } rc;
 
 /* Written by the reclaim thread only, read by stats. */
@@ -102,6 +117,7 @@ static _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_promoted[TIER_MAX_TIERS],
     rc_paged[TIER_MAX_TIERS], rc_failed[TIER_MAX_TIERS], rc_passes, rc_cpu_ns;
 static _Atomic int rc_state;
 static _Atomic bool rc_unheld;   /* the lowest tier is above its max, and nothing can be paged out */
+static _Atomic bool rc_handing;  /* rc.hand, for the stats */
 
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
@@ -112,6 +128,8 @@ typedef struct rc_scan_s {
   uint64_t boundaries;                          /* adjacent chunks bound to different tiers */
   tm_chunk_t *stray[64];
   unsigned nstray;
+  tm_chunk_t *hand[64];                         /* chunks to hand to NUMA balancing at this pass */
+  unsigned nhand;
 } rc_scan_t;
 
 static bool rc_cgroup_value(const char *file, uint64_t *v);
@@ -137,6 +155,11 @@ static void rc_reset(void)
   rc.stray_below = 0;
   rc.stray_own = rc.below_own = 0;
   rc.below = 0;
+  rc.hand = rc.hand_over = false;
+  rc.hand_read_ns = 0;
+  memset(rc.up_from, 0, sizeof rc.up_from);
+  memset(rc.up_to, 0, sizeof rc.up_to);
+  atomic_store_explicit(&rc_handing, false, memory_order_relaxed);
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -186,6 +209,10 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   rc.pageout = tm_option(TM_OPTION_RECLAIM_PAGEOUT)->num != 0;
   rc.pageout_rate = tm_option(TM_OPTION_RECLAIM_PAGEOUT_RATE)->num;
   rc.promote_rate = tm_option(TM_OPTION_RECLAIM_PROMOTE_RATE)->num;
+  for (unsigned t = 0; t < rc.ntiers; t++)
+    for (unsigned u = 0; u <= t; u++)
+      for (unsigned i = 0; i < sizeof rc.hand_nodes[t].w / sizeof rc.hand_nodes[t].w[0]; i++)
+        rc.hand_nodes[t].w[i] |= topo->tier[u].nodes.w[i];
   char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
   int n = tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0
@@ -259,6 +286,37 @@ static bool rc_movable(tm_chunk_t *c)
          !(atomic_load_explicit(&c->flags, memory_order_relaxed) & (TM_CHUNK_KEEP | TM_CHUNK_PIN));
 }
 
+/* ---- handing chunks to the kernel's NUMA balancing --------------------------
+ * In its tiering mode (kernel.numa_balancing 2 or 3) the kernel samples each
+ * page's accesses with hint faults and promotes the hot pages of CPU-less
+ * nodes to the CPU's node: per page, reads included, where the accessed bits
+ * see one bit per page per window (on a heap whose hot objects are scattered
+ * tiermalloc's own ranking did no better than chance; the kernel's reached
+ * 0.8-0.96 of the best placement). It scans only ranges whose policy carries
+ * MPOL_F_NUMA_BALANCING and promotes only to a node in the policy's mask, so
+ * a chunk below tier 0 is handed to it: bound anew, no page moved, on its
+ * tier's nodes and every faster tier's. That mask would also put the chunk's
+ * new pages on the faster nodes, so a chunk is handed only once it is
+ * committed whole and three quarters of it are there (placement has done its
+ * work; what faults later counts where it lands: handed as soon as they were
+ * committed, the 2tier VM's chunks of 4 KiB objects took all their pages
+ * on node0, 47 MiB against a high of 24), and never within
+ * RC_COOLDOWN_TICKS of a move (the budgets moved it). Pages the kernel moved up are counted on the tier they
+ * are on (numa_maps, read at every pass: rc_stray_scan), in the budgets as in
+ * the figures, and are not moved back as strays: tier 0 over its limit gives
+ * up its own coldest chunks first; only when none is left do the handed
+ * chunks' pages above go down (rc.hand_over). tiermalloc's own promotion
+ * stops meanwhile: the kernel chooses. */
+
+static bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
+{
+  if (!rc.hand || t == 0) return false;
+  uint16_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
+  uint64_t committed = tm_chunk_bytes(c);
+  return !(f & (TM_CHUNK_HANDED | TM_CHUNK_KEEP | TM_CHUNK_PIN | TM_CHUNK_BASE)) && committed == TM_CHUNK_SIZE &&
+         res * 4 >= committed * 3 && !tm_chunk_pieces_up(c) && tm_hotness_since_moved(c) >= RC_COOLDOWN_TICKS;
+}
+
 static void rc_measure(rc_scan_t *s)
 {
   memset(s, 0, sizeof *s);
@@ -290,9 +348,9 @@ static void rc_measure(rc_scan_t *s)
         /* Pages back in a chunk reclaim paged out: the program used it since.
          * The one access the allocator sees; it makes the chunk young, so a
          * working set is not paged out again and again. */
-        uint8_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
+        uint16_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
         if ((f & TM_CHUNK_PAGED) && res[k] > 0) {
-          atomic_store_explicit(&c->flags, (uint8_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
+          atomic_store_explicit(&c->flags, (uint16_t)(f & ~TM_CHUNK_PAGED), memory_order_relaxed);
           tm_hotness_touch(c);
         }
         /* A pinned chunk below tier 0: tier_pin's move lost a race with a
@@ -308,8 +366,20 @@ static void rc_measure(rc_scan_t *s)
         if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_STRAY) &&
             s->nstray < sizeof s->stray / sizeof s->stray[0])
           s->stray[s->nstray++] = c;
+        else if (rc_hand_candidate(c, t, res[k]) && s->nhand < sizeof s->hand / sizeof s->hand[0])
+          s->hand[s->nhand++] = c;
       }
     }
+  }
+  /* Handed chunks' pages the kernel moved up count where they are. */
+  for (unsigned t = 1; t < rc.ntiers; t++) {
+    uint64_t up = rc.up_from[t] < s->budgeted[t] ? rc.up_from[t] : s->budgeted[t];
+    s->resident[t] -= up < s->resident[t] ? up : s->resident[t];
+    s->budgeted[t] -= up;
+  }
+  for (unsigned u = 0; u + 1 < rc.ntiers; u++) {
+    s->resident[u] += rc.up_to[u];
+    s->budgeted[u] += rc.up_to[u];
   }
 }
 
@@ -332,13 +402,35 @@ static void rc_measure(rc_scan_t *s)
  * and doubles at each timed scan that finds none, up to
  * RC_STRAY_SCAN_MAX_NS: pages that stray as they come are resident growth,
  * which calls for a scan at once; the timed scan is for pages the kernel
- * moves up by itself (its NUMA balancing's promotion), found within 4 s. */
+ * moves up by itself (its NUMA balancing's promotion), found within 4 s.
+ * While chunks are handed to NUMA balancing (above) the read is at every
+ * pass, and a handed chunk's pages above are counted, not marked. */
 
 typedef struct {
   uintptr_t start;   /* the mapping read last; 0: none */
   int fastest;       /* the fastest tier holding its pages; -1: none */
   unsigned marked;   /* chunks marked stray */
+  uint64_t bytes[TIER_MAX_TIERS];   /* the mapping's, by tier */
 } rc_stray_scan_t;
+
+/* A mapping of handed chunks (one policy, so all of one tier, all handed):
+ * its pages on faster tiers are counted there (rc.up_*). True when they
+ * stay: tier 0 is not over its limit with nothing of its own to give. */
+static bool rc_stray_handed(const rc_stray_scan_t *k, uintptr_t end)
+{
+  for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
+    tm_chunk_t *c = tm_chunk_of((void *)a);
+    if (c == NULL || tm_chunk_bytes(c) == 0) continue;
+    if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED)) return false;
+    unsigned t = tm_chunk_tier(c);
+    for (unsigned u = 0; u < t; u++) {
+      rc.up_to[u] += k->bytes[u];
+      rc.up_from[t] += k->bytes[u];
+    }
+    return rc.hand && !rc.hand_over;
+  }
+  return false;
+}
 
 /* Marks the chunks of the mapping k->start..end below its fastest pages. */
 static void rc_stray_mark(rc_stray_scan_t *k, uintptr_t end)
@@ -346,6 +438,7 @@ static void rc_stray_mark(rc_stray_scan_t *k, uintptr_t end)
   if (k->start == 0 || k->fastest < 0) return;
   uintptr_t range_end = tm_range_end(tm_range_index((void *)k->start));
   if (end > range_end) end = range_end;
+  if (rc_stray_handed(k, end)) return;
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
     tm_chunk_t *c = tm_chunk_of((void *)a);
     /* Not one with pieces up: they are above it on purpose. */
@@ -362,8 +455,10 @@ static void rc_stray_line(uintptr_t start, const uint64_t bytes[TIER_MAX_TIERS +
   rc_stray_mark(k, start);   /* a mapping ends where the next begins, or before */
   k->start = start;
   k->fastest = -1;
-  for (unsigned t = 0; t < rc.ntiers && k->fastest < 0; t++)
-    if (bytes[t]) k->fastest = (int)t;
+  for (unsigned t = 0; t < rc.ntiers; t++) {
+    k->bytes[t] = bytes[t];
+    if (bytes[t] && k->fastest < 0) k->fastest = (int)t;
+  }
 }
 
 /* Bytes reclaim has moved from tier 0 to the tiers below, less those it
@@ -382,7 +477,7 @@ static void rc_stray_scan(uint64_t now)
   int64_t below = (int64_t)rc.below, own = rc.below_own;
   int64_t grown = below - (int64_t)rc.stray_below - (own - rc.stray_own);
   bool timed = now - rc.stray_ns >= rc.stray_gap;
-  if (!timed && grown < (int64_t)TM_CHUNK_SIZE) return;
+  if (!timed && grown < (int64_t)TM_CHUNK_SIZE && !rc.hand) return;
   bool limited = false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
     limited |= tm_budget_placement_limit(t) != TM_BUDGET_UNLIMITED;
@@ -391,7 +486,9 @@ static void rc_stray_scan(uint64_t now)
   rc.stray_ns = now;
   rc.stray_below = (uint64_t)below;
   rc.stray_own = own;
-  rc_stray_scan_t k = { 0, -1, 0 };
+  memset(rc.up_from, 0, sizeof rc.up_from);
+  memset(rc.up_to, 0, sizeof rc.up_to);
+  rc_stray_scan_t k = { 0, -1, 0, { 0 } };
   uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
   if (tm_resident_each(path, rc.topo, tm_ranges.base, hi, rc_stray_line, &k) == 0)
     rc_stray_mark(&k, UINTPTR_MAX);
@@ -833,10 +930,6 @@ static uint64_t rc_pageable(const rc_scan_t *s, unsigned t)
 }
 
 /* ---- promotion ------------------------------------------------------------ */
-
-/* A chunk stays where reclaim last moved it, up or down, at least this long
- * before promotion or an exchange moves it again: nothing ping-pongs. */
-#define RC_COOLDOWN_TICKS (10000u / TM_HOTNESS_TICK_MS)
 
 /* c may move up or be exchanged down: the accessed bits measure it (a VMA
  * of its own, so moving it adds no VMA either), and it has not moved for
@@ -1288,9 +1381,38 @@ static void rc_scan_hotness(tm_scan_pace_t pace)
   if (tm_hotness_scan(pace)) {
     rc.want_bits = false;
     tm_site_evaluate();
-    if (rc.promote_rate) {
+    if (rc.promote_rate && !rc.hand) {
       uint64_t up = rc_promote_pieces(rc.promote_allowance);
       rc.promote_allowance = rc.promote_allowance > up ? rc.promote_allowance - up : 0;
+    }
+  }
+}
+
+/* Whether to hand chunks now: the option, and the kernel's mode read again
+ * at most once a second (an administrator may switch it). */
+static void rc_hand_update(uint64_t now)
+{
+  if (rc.hand_read_ns && now - rc.hand_read_ns < 1000000000ull) return;
+  rc.hand_read_ns = now;
+  int mode = tm_balancing_mode(rc.root);
+  rc.hand = tm_option(TM_OPTION_NUMA_BALANCING)->num == 1 && !rc.hand_refused && rc.ntiers > 1 && mode > 0 &&
+            (mode & 2) && tm_range_os()->hand != NULL;
+  atomic_store_explicit(&rc_handing, rc.hand, memory_order_relaxed);
+}
+
+/* Hands the chunks this pass found ready (rc_hand_candidate). */
+static void rc_hand(const rc_scan_t *s)
+{
+  for (unsigned i = 0; i < s->nhand && rc.hand; i++) {
+    tm_chunk_t *c = s->hand[i];
+    int err = tm_migrate_hand(c, &rc.hand_nodes[tm_chunk_tier(c)]);
+    if (err != 0 && err != EBUSY) {
+      rc.hand_refused = true;
+      rc.hand = false;
+      atomic_store_explicit(&rc_handing, false, memory_order_relaxed);
+      tm_warn("the kernel refused MPOL_F_NUMA_BALANCING on the heap (%s); NUMA balancing cannot promote its "
+              "pages, and tiermalloc's own promotion goes on",
+              strerror(err));
     }
   }
 }
@@ -1309,8 +1431,10 @@ uint64_t tm_reclaim_pass(void)
   uint64_t elapsed = rc.last_full_ns ? now - rc.last_full_ns : rc.period_min;
   rc.last_full_ns = now;
   rc_scan_t s;
+  rc_hand_update(now);
   rc_stray_scan(now);
   rc_measure(&s);
+  rc_hand(&s);
   rc.below = 0;
   for (unsigned t = 1; t < rc.ntiers; t++) rc.below += s.resident[t];
   rc.below_own = rc_own_below();
@@ -1337,10 +1461,12 @@ uint64_t tm_reclaim_pass(void)
       }
     }
   }
+  bool tier0_short = false;   /* tier 0 over, with less of its own to move than that */
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
     rc_room_t room;
-    uint64_t used = tm_policy_used(t);
+    /* Handed chunks' pages the kernel moved up are used where they are. */
+    uint64_t used = tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
     uint64_t held = s.budgeted[t] > used ? s.budgeted[t] : used;
     uint64_t hard;
     uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over, &hard);
@@ -1354,14 +1480,17 @@ uint64_t tm_reclaim_pass(void)
     bool wait = rc.draining[t] && !rc.drain_read[t];
     uint64_t done = rc_act(&s, t, want, room, false, wait ? hard : UINT64_MAX);
     if (wait && done < want) rc.want_bits = true;
+    if (t == 0) tier0_short = done < want && !wait;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done && rc_more_now(t, hard > done)) again = true;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
+  rc.hand_over = rc.hand && tier0_short;
   /* Promotion, from the top down, at RECLAIM_PROMOTE_RATE: after demotion,
-   * so a tier over its watermarks never takes more. */
-  if (rc.promote_rate) {
+   * so a tier over its watermarks never takes more. Not while the kernel
+   * promotes handed chunks' pages. */
+  if (rc.promote_rate && !rc.hand) {
     rc_accrue(&rc.promote_allowance, rc.promote_rate, elapsed);
     for (unsigned t = 1; t < rc.ntiers && rc.promote_allowance >= TM_CHUNK_SIZE; t++) {
       uint64_t up = rc_promote(t, rc.promote_allowance);
@@ -1422,7 +1551,8 @@ uint64_t tm_reclaim_pass(void)
    * was held in 2.3 s, not 2). */
   bool draining = false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) draining |= rc.draining[t];
-  if (!draining && !rc.want_bits && state != TIER_RECLAIM_DEMOTING && !paging && !unheld) rc_sample_pieces();
+  if (!draining && !rc.want_bits && state != TIER_RECLAIM_DEMOTING && !paging && !unheld && !rc.hand)
+    rc_sample_pieces();
   /* After the moves, so a limit to hold never waits for it. */
   /* Soon (not after an interval) while demotion waits for it: high is held
    * within the 2 s the README promises, and a short window still tells data
@@ -1466,6 +1596,7 @@ void tm_reclaim_stats(tier_stats_t *s)
   s->reclaim_passes = atomic_load_explicit(&rc_passes, memory_order_relaxed);
   s->reclaim_cpu_ns = atomic_load_explicit(&rc_cpu_ns, memory_order_relaxed);
   s->pageout_available = rc.swap == 1;
+  s->numa_balancing_heap = atomic_load_explicit(&rc_handing, memory_order_relaxed);
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
   unsigned apart, cold, tried;
   tm_site_counts(&s->site_samples, &apart, &cold, &tried);

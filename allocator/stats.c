@@ -72,7 +72,6 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
   tm_reclaim_stats(s);
   s->numa_balancing = tm_balancing_mode_now();   /* the sysctl, read again once a second */
   s->numa_balancing_policies = tm_startup_numa_balancing_policies();
-  s->numa_balancing_heap = 0;   /* its chunks' policies never carry MPOL_F_NUMA_BALANCING (os.c) */
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
   if (prev == NULL) return tm_stats_resident(s);
   for (unsigned t = 0; t < s->ntiers; t++) s->tier[t].resident = prev->tier[t].resident;

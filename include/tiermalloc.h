@@ -204,8 +204,9 @@ typedef struct tier_stats_s {
                                        (promotes from CPU-less nodes), 3 both; -1 no such kernel */
   uint32_t numa_balancing_policies; /* policies this kernel lets allow it: 1 MPOL_BIND,
                                        2 MPOL_PREFERRED_MANY (0: none, or mbind refused) */
-  uint32_t numa_balancing_heap;     /* 1: the heap's policies allow it (NUMA balancing may scan
-                                       the heap); 0: they do not (today, always) */
+  uint32_t numa_balancing_heap;     /* 1: reclaim hands the heap's chunks below tier 0 to NUMA
+                                       balancing (TIERMALLOC_NUMA_BALANCING=tiering, the kernel
+                                       in tiering mode); 0: its policies keep it off the heap */
   uint32_t reserved2_;
 } tier_stats_t;
 

@@ -820,7 +820,7 @@ static int cmd_explain(int argc, char **argv)
   }
   if (nb.mode >= 0 && (nb.mode & 2)) {
     warn_line("numa_balancing=%d (tiering) does not reach tiermalloc's heap: its policies keep NUMA balancing "
-              "off it (see numa balancing above)", nb.mode);
+              "off it unless TIERMALLOC_NUMA_BALANCING=tiering (experimental; see numa balancing above)", nb.mode);
     warned++;
   }
   if (!swap_on()) {

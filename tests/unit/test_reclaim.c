@@ -810,7 +810,7 @@ static void rt_heat_one(tm_chunk_t *c, bool hot, uint16_t now)
 {
   atomic_store(&c->age, (uint16_t)(hot ? now : now - 600));
   if (hot) atomic_fetch_or(&c->flags, TM_CHUNK_SEEN | TM_CHUNK_STEADY);
-  else atomic_fetch_and(&c->flags, (uint8_t)~(TM_CHUNK_SEEN | TM_CHUNK_STEADY));
+  else atomic_fetch_and(&c->flags, (uint16_t)~(TM_CHUNK_SEEN | TM_CHUNK_STEADY));
 }
 
 /* Every committed chunk hot or cold. */
@@ -918,7 +918,7 @@ Test(reclaim, a_chunk_seen_at_one_read_only_is_not_promoted)
   char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=64M",
                   "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
   rt_hot_below(p, env);
-  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint16_t)~TM_CHUNK_STEADY);
   tm_reclaim_pass();
   cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "written once, as a fill is: not promoted");
   cr_expect_eq(rt_stats().tier[0].reclaim.promoted, 0);
@@ -1774,7 +1774,7 @@ Test(reclaim, the_seen_pieces_of_a_mixed_chunk_below_move_up_alone)
   rt_hot_below(p, env);
   rt.push_works = true;
   for (int i = 0; i < 16; i++) atomic_fetch_or(&tm_chunk_of(p[i])->flags, TM_CHUNK_SPLIT);
-  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint16_t)~TM_CHUNK_STEADY);
   usleep(110 * 1000);
   tm_reclaim_pass();
   cr_expect_eq(rt.splits, 4, "the 4 chunks below the bits saw are split for the next read: %d", rt.splits);
@@ -1783,7 +1783,7 @@ Test(reclaim, the_seen_pieces_of_a_mixed_chunk_below_move_up_alone)
   uint64_t used0 = tm_policy_used(0);
   usleep(110 * 1000);
   rt_heat(p, 0, 4, true);
-  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint16_t)~TM_CHUNK_STEADY);
   tm_reclaim_pass();
   tm_chunk_t *c = tm_chunk_of(p[0]);
   cr_expect_eq(tm_chunk_pieces_up(c), 0xf0, "pieces 4-7 up: %#x", tm_chunk_pieces_up(c));
@@ -1801,7 +1801,7 @@ Test(reclaim, the_seen_pieces_of_a_mixed_chunk_below_move_up_alone)
   rt_pieces_smaps(p, none, 4);
   usleep(110 * 1000);
   rt_heat(p, 0, 4, true);
-  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint8_t)~TM_CHUNK_STEADY);
+  for (int i = 0; i < 4; i++) atomic_fetch_and(&tm_chunk_of(p[i])->flags, (uint16_t)~TM_CHUNK_STEADY);
   tm_reclaim_pass();   /* reads what the last pass split (nothing to move), and splits again */
   splits = rt.splits;
   usleep(110 * 1000);

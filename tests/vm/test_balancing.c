@@ -59,3 +59,202 @@ Test(balancing, stats_and_explain_say_what_numa_balancing_does, .timeout = 120)
   cr_expect(strstr(out, "warning: numa_balancing=2 (tiering) does not reach tiermalloc's heap") != NULL, "%s", out);
   cr_expect(strstr(out, "  promotion rate limit ") != NULL, "%s", out);
 }
+
+/* ======================================================================
+ * TIERMALLOC_NUMA_BALANCING=tiering (experimental, issue 31): with NUMA
+ * balancing in its tiering mode, reclaim hands the chunks below tier 0 to
+ * it. A hot set scattered one 4 KiB object in six among cold ones (each a
+ * page of its own: jemalloc's 4 KiB class is page-aligned), under a top tier
+ * high of half the heap; a thread reads the hot objects and writes one word
+ * of each (the value it holds), so the data can be checked at the end. The
+ * child (VMTEST_NB=child) answers "where" with the hot and cold pages per
+ * node (move_pages), the heap's bytes per node (numa_maps), its mappings
+ * whose policy allows NUMA balancing, and the stats.
+ *
+ * What it asserts is the handing over and the budget around it: the chunks
+ * are handed (their policies carry MPOL_F_NUMA_BALANCING, the stats say so),
+ * tier 0's pages are counted where they are (the stats' resident against
+ * numa_maps), tier 0 stays within its high, no data changes, and with NUMA
+ * balancing off again the heap is taken back. Not the issue's target (90 %
+ * of the hot set on tier 0 within 30 s): in this guest the kernel scanned
+ * the process twice, promoted during the allocation, and then no more
+ * (numa_pte_updates and numa_hint_faults flat for 40 s), 42 % on tier 0
+ * with and without handing (the notes of 2026-12-07).
+ * ====================================================================== */
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#define NB_OBJS (48 * 256)   /* 48 MiB: 8 hot, 40 cold */
+#define NB_HOT_EVERY 6
+#define NB_HIGH_MIB 24
+
+static uint64_t *nb_obj[NB_OBJS];
+static atomic_bool nb_stop;
+
+static uint64_t nb_word(size_t i, size_t k)
+{
+  return (i * 0x9e3779b97f4a7c15ull) ^ (k * 0x100000001b3ull);
+}
+
+static void *nb_reader(void *arg)
+{
+  volatile uint64_t sink = 0;
+  while (!atomic_load_explicit(&nb_stop, memory_order_relaxed))
+    for (size_t i = 0; i < NB_OBJS; i += NB_HOT_EVERY) {
+      for (size_t k = 0; k < 4096 / 8; k += 64) sink += nb_obj[i][k];
+      nb_obj[i][1] = nb_word(i, 1);   /* a writer: the same value it holds */
+    }
+  return arg;
+}
+
+/* Mappings of this process whose policy allows NUMA balancing. */
+static unsigned nb_handed(void)
+{
+  FILE *f = fopen("/proc/self/numa_maps", "r");
+  if (!f) return 0;
+  char line[512];
+  unsigned n = 0;
+  while (fgets(line, sizeof line, f)) n += strstr(line, "balancing") != NULL;
+  fclose(f);
+  return n;
+}
+
+static void nb_where(void)
+{
+  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 };
+  for (size_t i = 0; i < NB_OBJS; i++) vm_pages_by_node(nb_obj[i], 4096, i % NB_HOT_EVERY ? cold : hot);
+  uint64_t maps[VM_MAX_NODES] = { 0 };
+  vm_numa_maps_bytes(0, 1, maps);
+  tier_stats_t s;
+  tier_stats_get(&s, sizeof s);
+  printf("where");
+  for (int n = 0; n < VM_MAX_NODES; n++) {
+    if (hot[n]) printf(" hotN%d=%zu", n, hot[n]);
+    if (cold[n]) printf(" coldN%d=%zu", n, cold[n]);
+    if (maps[n]) printf(" mapsN%d=%llu", n, (unsigned long long)maps[n]);
+  }
+  printf(" handed=%u heap=%u state=%u used0=%llu res0=%llu demoted0=%llu\n", nb_handed(), s.numa_balancing_heap,
+         s.reclaim_state, (unsigned long long)s.tier[0].used, (unsigned long long)s.tier[0].resident,
+         (unsigned long long)s.tier[0].reclaim.demoted);
+  fflush(stdout);
+}
+
+__attribute__((constructor)) static void nb_child_main(void)
+{
+  const char *mode = getenv("VMTEST_NB");
+  if (!mode || strcmp(mode, "child") != 0) return;
+  for (size_t i = 0; i < NB_OBJS; i++) {
+    nb_obj[i] = malloc(4096);
+    if (!nb_obj[i]) { printf("error=malloc\n"); _exit(1); }
+    for (size_t k = 0; k < 4096 / 8; k++) nb_obj[i][k] = nb_word(i, k);
+  }
+  pthread_t th;
+  pthread_create(&th, NULL, nb_reader, NULL);
+  printf("ready\n");
+  fflush(stdout);
+  char line[64];
+  while (fgets(line, sizeof line, stdin))
+    if (strncmp(line, "where", 5) == 0) nb_where();
+  atomic_store(&nb_stop, true);
+  pthread_join(th, NULL);
+  size_t bad = 0;
+  for (size_t i = 0; i < NB_OBJS; i++)
+    for (size_t k = 0; k < 4096 / 8; k++) bad += nb_obj[i][k] != nb_word(i, k);
+  printf("check bad=%zu\n", bad);
+  fflush(stdout);
+  _exit(0);
+}
+
+static long long nb_kv(const char *line, const char *key)
+{
+  char pat[32];
+  snprintf(pat, sizeof pat, " %s=", key);
+  const char *eol = strchr(line, '\n'), *p = strstr(line, pat);
+  return p && (!eol || p < eol) ? strtoll(p + strlen(pat), NULL, 10) : 0;
+}
+
+static long long nb_node(const char *line, const char *what, int node)
+{
+  char key[24];
+  snprintf(key, sizeof key, "%sN%d", what, node);
+  return nb_kv(line, key);
+}
+
+static vm_proc_t nb_child = { .in = -1, .out = -1 };
+static char nb_was[16];   /* the sysctl before the test; "" while untouched */
+
+static void nb_fini(void)
+{
+  vm_proc_kill(&nb_child);
+  if (nb_was[0]) vm_write_file(NB_SYSCTL, nb_was);
+  nb_was[0] = '\0';
+}
+
+static const char *nb_where_now(void)
+{
+  return vm_proc_ask(&nb_child, "where", "where ", 60000);
+}
+
+Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_and_holds_the_high,
+     .fini = nb_fini, .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  if (topo->ntiers != 2) cr_skip_test("%s: the test is for two tiers, node0 with the CPUs on top", topo->name);
+  int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
+  int lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  cr_assert_geq(lock_fd, 0);
+  while (flock(lock_fd, LOCK_EX) != 0) {}
+  cr_assert_eq(vm_read_file(NB_SYSCTL, nb_was, sizeof nb_was), 0);
+  vm_write_file(NB_SYSCTL, "2");
+  char high[48];
+  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%dM", NB_HIGH_MIB);
+  char *env[] = { "VMTEST_NB=child", "TIERMALLOC_NUMA_BALANCING=tiering", high, NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&nb_child, argv, env, NULL, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&nb_child, "ready", 120000), "%s", nb_child.buf);
+  const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
+  long long worst = 0, handed = 0;
+  const char *l = NULL;
+  for (int i = 0; i < 10; i++) {   /* 20 s */
+    sleep(2);
+    l = nb_where_now();
+    if (i >= 4 && nb_node(l, "maps", top) > worst) worst = nb_node(l, "maps", top);
+    if (nb_kv(l, "handed") > handed) handed = nb_kv(l, "handed");
+  }
+  cr_expect_gt(handed, 0, "%s: no mapping of the heap allows NUMA balancing:\n%s", topo->name, nb_child.buf);
+  cr_expect_eq(nb_kv(l, "heap"), 1, "%s: the stats say the heap is handed to NUMA balancing:\n%s", topo->name,
+               nb_child.buf);
+  /* Counted where they are: the stats' tier 0 against numa_maps' node0. */
+  long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
+  cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
+            "%s: tier 0 resident %lld, numa_maps says %lld on node%d:\n%s", topo->name, res0, maps0, top,
+            nb_child.buf);
+  /* After the first 8 s: the high, its hysteresis (5 %) and a chunk in flight. */
+  cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst, high %d MiB:\n%s", topo->name,
+                (double)worst / VM_MIB, top, NB_HIGH_MIB, nb_child.buf);
+  long long hot = nb_node(l, "hot", top), hot_all = hot + nb_node(l, "hot", below);
+  cr_log_info("%s: tiering: %lld mappings handed; %lld of %lld hot pages on node%d (the issue's target, 90 %%, is "
+              "open); heap there at most %.1f MiB (high %d)",
+              topo->name, handed, hot, hot_all, top, (double)worst / VM_MIB, NB_HIGH_MIB);
+  /* NUMA balancing off: taken back within the second the mode is read in,
+   * and a pass or two. */
+  vm_write_file(NB_SYSCTL, "0");
+  sleep(3);
+  l = nb_where_now();
+  cr_expect_eq(nb_kv(l, "heap"), 0, "%s: NUMA balancing off, the stats still say the heap is handed:\n%s",
+               topo->name, nb_child.buf);
+  vm_write_file(NB_SYSCTL, nb_was);
+  nb_was[0] = '\0';
+  flock(lock_fd, LOCK_UN);
+  close(lock_fd);
+  close(nb_child.in);
+  nb_child.in = -1;
+  l = vm_proc_expect(&nb_child, "check ", 120000);
+  cr_assert_not_null(l, "%s", nb_child.buf);
+  cr_expect_eq(nb_kv(l, "bad"), 0, "the heap changed:\n%s", nb_child.buf);
+  cr_expect_eq(vm_proc_wait(&nb_child), 0, "%s", nb_child.buf);
+}

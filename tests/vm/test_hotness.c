@@ -228,11 +228,7 @@ static long long hn_kv(const char *line, const char *key)
 /* The child's answer to a new "where" (earlier answers dropped). */
 static const char *hn_where_now(void)
 {
-  for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
-  cr_assert_eq(vm_proc_say(&child, "where"), 0);
-  const char *l = vm_proc_expect(&child, "where ", 30000);
-  cr_assert_not_null(l, "%s", child.buf);
-  return l;
+  return vm_proc_ask(&child, "where", "where ", 30000);
 }
 
 /* Pages of the hot (or cold) blocks on the nodes of tier t, from a where line. */

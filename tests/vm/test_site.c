@@ -237,11 +237,7 @@ static long long st_all(const vm_topology_t *topo, const char *line, const char 
 
 static const char *st_where_now(void)
 {
-  for (char *p; (p = (char *)vm_proc_expect(&child, "where ", 0)) != NULL;) p[0] = '#';
-  cr_assert_eq(vm_proc_say(&child, "where"), 0);
-  const char *l = vm_proc_expect(&child, "where ", 30000);
-  cr_assert_not_null(l, "%s", child.buf);
-  return l;
+  return vm_proc_ask(&child, "where", "where ", 30000);
 }
 
 static void st_say_grow(unsigned rounds)

@@ -347,6 +347,15 @@ int vm_proc_say(vm_proc_t *p, const char *line)
   return write(p->in, buf, (size_t)n) == n ? 0 : errno;
 }
 
+const char *vm_proc_ask(vm_proc_t *p, const char *line, const char *prefix, int timeout_ms)
+{
+  for (char *q; (q = (char *)vm_proc_expect(p, prefix, 0)) != NULL;) q[0] = '#';
+  cr_assert_eq(vm_proc_say(p, line), 0);
+  const char *l = vm_proc_expect(p, prefix, timeout_ms);
+  cr_assert_not_null(l, "%s", p->buf);
+  return l;
+}
+
 int vm_proc_wait(vm_proc_t *p)
 {
   if (p->in >= 0) close(p->in);

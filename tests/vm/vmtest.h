@@ -88,6 +88,11 @@ const char *vm_proc_expect(vm_proc_t *p, const char *prefix, int timeout_ms);
 /* Writes a line (newline added) to the child's stdin. Returns 0 or an errno. */
 int vm_proc_say(vm_proc_t *p, const char *line);
 
+/* Says `line` and returns the answer, the next line starting with `prefix`
+ * after it: answers already in the output are marked read first ('#' over
+ * their first character). Fails the test when none comes in timeout_ms. */
+const char *vm_proc_ask(vm_proc_t *p, const char *line, const char *prefix, int timeout_ms);
+
 /* Closes its stdin, reads the rest of its output, waits. Returns the exit
  * status, or 128+signal. */
 int vm_proc_wait(vm_proc_t *p);
