@@ -38,7 +38,7 @@ static struct {
   int8_t left[RT_CHUNKS];    /* node the stuck pages stayed on */
   int stuck[RT_CHUNKS];      /* pages the last move left behind */
   int fail_pages;            /* pages each move leaves behind */
-  int moves, pageouts, pushes, splits;
+  int moves, pageouts, pushes, splits, hands;
   bool push_works;           /* push moves the pages (else they stay: the node is full) */
   int push_busy;             /* of them, the first pages' status says -EBUSY (a huge page's other entries) */
 } rt;
@@ -112,6 +112,15 @@ static int rt_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
   return 0;
 }
 
+/* Handing to NUMA balancing: the policy alone (no page moves). */
+static int rt_hand(void *p, size_t size, const tm_nodemask_t *nodes)
+{
+  cr_assert_eq(size, TM_CHUNK_SIZE, "reclaim hands one chunk at a time");
+  cr_assert(tm_nodemask_test(nodes, 0) && tm_nodemask_test(nodes, 1), "a tier-1 chunk on node0 and node1");
+  rt.hands++;
+  return 0;
+}
+
 /* As swap would: the pages are no longer resident. */
 static int rt_pageout(void *p, size_t size)
 {
@@ -122,7 +131,7 @@ static int rt_pageout(void *p, size_t size)
 static const tm_os_t rt_os = { .reserve = rt_reserve, .commit = rt_commit, .bind = rt_bind,
                                .purge = rt_purge, .huge = rt_huge, .move = rt_move,
                                .where = rt_where, .push = rt_push, .pageout = rt_pageout,
-                               .resident = rt_resident, .pieces = rt_pieces };
+                               .resident = rt_resident, .pieces = rt_pieces, .hand = rt_hand };
 
 static tm_topology_t rt_topo;
 
@@ -485,6 +494,84 @@ Test(reclaim, pages_the_kernel_put_above_their_chunks_tier_are_moved_down)
   cr_expect_eq(s.tier[0].reclaim.demoted, TM_CHUNK_SIZE, "its pages counted as demoted from tier 0");
   (void)f;
   rt_free(p, 16);
+}
+
+/* TIERMALLOC_NUMA_BALANCING=tiering hands the chunks below tier 0 to NUMA
+ * balancing only while the kernel is in tiering mode (2 or 3), and the stats
+ * say so. */
+Test(reclaim, chunks_below_are_handed_to_numa_balancing_only_in_tiering_mode)
+{
+  void *p[32];
+  tmptree_put("proc/sys/kernel/numa_balancing", "1\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
+  rt_limits(env);
+  rt_fill(p, 32);   /* placed: 16 MiB on tier 0, the rest on tier 1, none moved (no cool-down) */
+  tm_reclaim_pass();
+  cr_expect_eq(rt.hands, 0, "normal mode: nothing handed");
+  cr_expect_eq(rt_stats().numa_balancing_heap, 0);
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  rt_limits(env);
+  tm_reclaim_pass();
+  cr_expect_gt(rt.hands, 0, "tiering mode: the chunks below are handed");
+  cr_expect_eq(rt_stats().numa_balancing_heap, 1);
+  unsigned handed = 0, above = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      bool h = atomic_load(&c->flags) & TM_CHUNK_HANDED;
+      handed += h;
+      above += h && tm_chunk_tier(c) == 0;
+    }
+  cr_expect_eq((int)handed, rt.hands);
+  cr_expect_eq(above, 0, "never a chunk of tier 0");
+  char *off[] = { "TIERMALLOC_TOPTIER_HIGH=16M", NULL };
+  int hands = rt.hands;
+  rt_limits(off);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.hands, hands, "TIERMALLOC_NUMA_BALANCING=off (the default): none");
+  rt_free(p, 32);
+}
+
+/* A handed chunk's pages the kernel promoted stay on tier 0 and count there:
+ * tier 0, over its max with them, gives up its own chunks, not them. */
+Test(reclaim, pages_the_kernel_promoted_stay_and_tier0_gives_up_its_own_chunks)
+{
+  void *p[32];
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
+  rt_limits(env);
+  rt_fill(p, 32);
+  tm_reclaim_pass();
+  /* The kernel moves every page of three handed chunks to node0: 6 MiB over
+   * tier 0's max with what placement put there. */
+  tm_chunk_t *up[3];
+  unsigned n = 0;
+  char maps[1024] = "";
+  for (int k = 0; k < 32 && n < 3; k++) {
+    tm_chunk_t *c = tm_chunk_of(p[k]);
+    if (tm_chunk_tier(c) != 1 || !(atomic_load(&c->flags) & TM_CHUNK_HANDED) || (n && up[n - 1] == c)) continue;
+    up[n++] = c;
+    unsigned a = (unsigned)(c - tm_chunks);
+    rt.left[a] = 0;
+    rt.stuck[a] = (int)(TM_CHUNK_SIZE / 4096);
+    size_t len = strlen(maps);
+    snprintf(maps + len, sizeof maps - len,
+             "%lx prefer (many)=static|balancing:0-1 anon=512 dirty=512 N0=512 kernelpagesize_kB=4\n",
+             (unsigned long)tm_chunk_addr(c));
+  }
+  cr_assert_eq(n, 3, "three handed chunks on tier 1");
+  tmptree_put("proc/self/numa_maps", maps);
+  rt_limits(env);   /* the next pass a full one (and the counts from 0) */
+  tm_reclaim_pass();
+  for (unsigned i = 0; i < n; i++) {
+    unsigned a = (unsigned)(up[i] - tm_chunks);
+    cr_expect_eq(rt.stuck[a], (int)(TM_CHUNK_SIZE / 4096), "the promoted pages stay on node0");
+    cr_expect_eq(tm_chunk_tier(up[i]), 1);
+    cr_expect(atomic_load(&up[i]->flags) & TM_CHUNK_HANDED, "still handed");
+  }
+  cr_expect_geq(rt_stats().tier[0].reclaim.demoted, TM_CHUNK_SIZE,
+                "tier 0, over its max by the promoted chunks, gave up chunks of its own");
+  rt_free(p, 32);
 }
 
 /* The first chunk on tier 1 that holds one of the n blocks at p[] whole;

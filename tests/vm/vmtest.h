@@ -165,7 +165,9 @@ int vm_read_file(const char *path, char *buf, size_t size);
 long long vm_json_num(const char *from, const char *key);
 
 /* The reclaim tests hold this lock (flock, exclusive) one at a time; some
- * turn swap off for a while, so a test that needs swap on takes it too. */
+ * turn swap off for a while, so a test that needs swap on takes it too. The
+ * budget tests' heap children hold it shared: they run beside each other,
+ * not beside a timed test. */
 #define VM_RECLAIM_LOCK "/tmp/vmtest-reclaim.lock"
 
 /* What tier 0 may hold under TIERMALLOC_TOPTIER_MAX=16M: the budget leaves
