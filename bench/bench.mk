@@ -107,6 +107,12 @@ $(B)/bench/tierq: bench/tierq.c bench/bench.mk
 bench-tier-quality: $(B)/bench/tierq
 	bench/tier-quality
 
+# bench/numab-probe's baseline: the kernel's NUMA balancing alone on the same
+# heap shape (a guest program; bench/numab-probe ALONE=1 runs it).
+$(B)/bench/numab-alone: bench/numab-alone.c bench/bench.mk
+	@mkdir -p $(@D)
+	$(CC) $(BENCH_CFLAGS) -o $@ $< -lnuma -lpthread
+
 # What allocation-site placement (TIERMALLOC_SITES) costs pairloop and churn,
 # sites off against on, in the 2tier VM (sites need two tiers, the accessed
 # bits and a budget), about 5 minutes. Writes bench/results/site-cost.md.
