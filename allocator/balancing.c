@@ -82,8 +82,8 @@ const char *tm_balancing_explain(const tm_balancing_t *b, char *buf, size_t size
     snprintf(buf, size, "this kernel has no NUMA balancing: tiermalloc's own tracking is all there is");
   else if (b->mode & 2)
     snprintf(buf, size, "NUMA balancing in tiering mode (%d) promotes hot pages from CPU-less nodes, but not "
-                        "tiermalloc's heap: its chunks' policies keep NUMA balancing off it (TIERMALLOC_NUMA_BALANCING=tiering, "
-                        "experimental, hands them over), and %s",
+                        "tiermalloc's heap: its chunks' policies keep NUMA balancing off it "
+                        "(TIERMALLOC_NUMA_BALANCING=tiering, experimental, hands them over), and %s",
              b->mode, kernel);
   else
     snprintf(buf, size, "NUMA balancing is %s (%d): it promotes nothing from CPU-less nodes; tiering mode (2) "

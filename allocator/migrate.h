@@ -55,6 +55,7 @@ int tm_migrate_pieces(tm_chunk_t *c, uint32_t pieces, tm_migrate_counts_t *out);
  * back one VMA (merge). 0; EBUSY when c is held (or, splitting, empty);
  * ENOTSUP when the kernel cannot tell pieces apart. */
 int tm_migrate_split(tm_chunk_t *c);
+int tm_migrate_merge(tm_chunk_t *c);
 
 /* Hands chunk c to the kernel's NUMA balancing (tm_os_t.hand) on `nodes`,
  * its tier's and every faster tier's, its pages staying where they are, and
@@ -62,7 +63,6 @@ int tm_migrate_split(tm_chunk_t *c);
  * its emptying). 0; EBUSY when c is held or empty; ENOTSUP without the op;
  * the kernel's errno when it refused. */
 int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes);
-int tm_migrate_merge(tm_chunk_t *c);
 
 /* Pages out the resident pages of chunk c (MADV_PAGEOUT), its pieces' too
  * (their record is dropped). moved: bytes no longer resident afterwards

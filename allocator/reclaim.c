@@ -299,14 +299,16 @@ static bool rc_movable(tm_chunk_t *c)
  * new pages on the faster nodes, so a chunk is handed only once it is
  * committed whole and three quarters of it are there (placement has done its
  * work; what faults later counts where it lands: handed as soon as they were
- * committed, the 2tier VM's chunks of 4 KiB objects took all their pages
- * on node0, 47 MiB against a high of 24), and never within
- * RC_COOLDOWN_TICKS of a move (the budgets moved it). Pages the kernel moved up are counted on the tier they
- * are on (numa_maps, read at every pass: rc_stray_scan), in the budgets as in
- * the figures, and are not moved back as strays: tier 0 over its limit gives
- * up its own coldest chunks first; only when none is left do the handed
- * chunks' pages above go down (rc.hand_over). tiermalloc's own promotion
- * stops meanwhile: the kernel chooses. */
+ * committed, the 2tier VM's chunks of 4 KiB objects took all their pages on
+ * node0, 47 MiB against a high of 24), and never within RC_COOLDOWN_TICKS of
+ * a move (the budgets moved it). Pages the kernel moved up are counted on the
+ * tier they are on (numa_maps, read at every pass: rc_stray_scan), in the
+ * budgets as in the figures, and are not moved back as strays: tier 0 over
+ * its limit gives up its own coldest chunks first; only when none is left do
+ * the handed chunks' pages above go down (rc.hand_over). tiermalloc's own
+ * promotion stops meanwhile: the kernel chooses. Not yet what it is for: in
+ * the 2tier VM the kernel scanned the handed chunks only during the
+ * allocation (bench/README, "Handing the heap to NUMA balancing"). */
 
 static bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
 {

@@ -112,9 +112,14 @@ static void hn_where(void)
   size_t tof0 = 0;   /* hot pages tier_of puts on tier 0 */
   for (size_t b = 0; b < hn_n; b++) {
     size_t *counts = hn_is_hot(b) ? hot : cold;
+    /* Where the pages are, then where tier_of says: a page seen landed means
+     * its piece's move is over, and the move records the piece up as it
+     * ends (vm_pages_by_node waits for pages in flight; read the other way
+     * round, 237 pages of pieces moving meanwhile were on tier 0 that
+     * tier_of, read before, put on tier 1). */
+    vm_pages_by_node(hn_blk[b], hn_len(b), counts);
     if (hn_is_hot(b))
       for (size_t off = 0; off < hn_len(b); off += 4096) tof0 += tier_of((char *)hn_blk[b] + off) == 0;
-    vm_pages_by_node(hn_blk[b], hn_len(b), counts);
     if (hn_pinned[b]) vm_pages_by_node(hn_blk[b], hn_len(b), pin);
   }
   printf("where");

@@ -767,10 +767,14 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
  * its idle period has grown, and the pass that follows moves the whole
  * excess (no rate limit above max). Under TCG (2 vCPUs on one host thread) a
  * pass measures for 100-300 ms and moves about 55-65 MiB/s while the child
- * polls move_pages, so: first pages gone within 600 ms, and the 64 MiB of
- * excess within 3 s of the write (on hardware, moving 64 MiB takes tens of
- * ms: one period). The idle period does not matter any more: the same with
- * RECLAIM_PERIOD_MAX_MS=100. */
+ * polls move_pages, so: first pages gone within 600 ms (the next wake: the
+ * claim), and the 64 MiB of excess within 5 s of the write (on hardware,
+ * moving 64 MiB takes tens of ms: one period). That second bound is the
+ * guest's copying speed, not reclaim's: beside the suite's other tests it
+ * fell to 22-25 MiB/s (3.0-3.35 s in four full runs of 12-06 and 12-07
+ * against 3 s); that no rate applies above max is the unit test's
+ * (above_max_demotes_at_once_whatever_the_rate). The idle period does not
+ * matter any more: the same with RECLAIM_PERIOD_MAX_MS=100. */
 static void burst_past_max(const char *period_max, long long react_ms, long long total_ms)
 {
   const vm_topology_t *topo = vm_topology();
@@ -807,12 +811,12 @@ static void burst_past_max(const char *period_max, long long react_ms, long long
 
 RC_TEST(a_burst_past_max_is_demoted_at_the_next_wake_and_no_malloc_fails_or_stalls)
 {
-  burst_past_max(NULL, 600, 3000);
+  burst_past_max(NULL, 600, 5000);
 }
 
 RC_TEST(a_burst_past_max_with_a_100ms_idle_period_is_the_same)
 {
-  burst_past_max("TIERMALLOC_RECLAIM_PERIOD_MAX_MS=100", 600, 3000);
+  burst_past_max("TIERMALLOC_RECLAIM_PERIOD_MAX_MS=100", 600, 5000);
 }
 
 /* ---- 3: min and low ---- */
