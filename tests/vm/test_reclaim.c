@@ -771,7 +771,7 @@ RC_TEST(lowering_the_parents_memory_high_gets_tier0_under_within_2s)
  * claim), and the 64 MiB of excess within 5 s of the write (on hardware,
  * moving 64 MiB takes tens of ms: one period). That second bound is the
  * guest's copying speed, not reclaim's: beside the suite's other tests it
- * fell to 22-25 MiB/s (3.0-3.35 s in four full runs of 12-06 and 12-07
+ * fell to 22-25 MiB/s (3.0-3.35 s, four times in three full runs of 12-07,
  * against 3 s); that no rate applies above max is the unit test's
  * (above_max_demotes_at_once_whatever_the_rate). The idle period does not
  * matter any more: the same with RECLAIM_PERIOD_MAX_MS=100. */
