@@ -10,7 +10,7 @@
 # and not "false") a missing qemu is a failure, so CI never skips silently.
 
 VM_SRC     := $(sort $(wildcard tests/vm/*.c))
-VM_TIMEOUT ?= 360
+VM_TIMEOUT ?= 480
 VM_TOPOLOGIES ?= 2tier 3tier flat wide
 VM_QEMU    ?= qemu-system-x86_64
 
