@@ -210,9 +210,7 @@ void tm_reclaim_init(const tm_topology_t *topo, const char *root)
   rc.pageout_rate = tm_option(TM_OPTION_RECLAIM_PAGEOUT_RATE)->num;
   rc.promote_rate = tm_option(TM_OPTION_RECLAIM_PROMOTE_RATE)->num;
   for (unsigned t = 0; t < rc.ntiers; t++)
-    for (unsigned u = 0; u <= t; u++)
-      for (unsigned i = 0; i < sizeof rc.hand_nodes[t].w / sizeof rc.hand_nodes[t].w[0]; i++)
-        rc.hand_nodes[t].w[i] |= topo->tier[u].nodes.w[i];
+    for (unsigned u = 0; u <= t; u++) tm_nodemask_or(&rc.hand_nodes[t], &topo->tier[u].nodes);
   char buf[64], path[TM_KFILE_PATH_MAX];
   uint64_t maps = 65530;   /* the kernel's default */
   int n = tm_kfile_path(path, rc.root, "/proc/sys/vm/max_map_count", NULL, -1, NULL) == 0
