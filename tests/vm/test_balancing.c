@@ -251,10 +251,7 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   nb_was[0] = '\0';
   flock(lock_fd, LOCK_UN);
   close(lock_fd);
-  close(nb_child.in);
-  nb_child.in = -1;
-  l = vm_proc_expect(&nb_child, "check ", 120000);
-  cr_assert_not_null(l, "%s", nb_child.buf);
+  l = vm_proc_end(&nb_child, "check ", 120000);
   cr_expect_eq(nb_kv(l, "bad"), 0, "the heap changed:\n%s", nb_child.buf);
   cr_expect_eq(vm_proc_wait(&nb_child), 0, "%s", nb_child.buf);
 }

@@ -323,10 +323,7 @@ static double hn_hot_kept(const vm_topology_t *topo, const char *hotness, const 
 
 static void hn_end_intact(void)
 {
-  close(child.in);
-  child.in = -1;
-  const char *l = vm_proc_expect(&child, "check ", 120000);
-  cr_assert_not_null(l, "%s", child.buf);
+  const char *l = vm_proc_end(&child, "check ", 120000);
   cr_expect_eq(hn_kv(l, "bad"), 0, "the heap changed:\n%s", child.buf);
   cr_expect_eq(hn_kv(l, "wbad"), 0, "a writer found its words changed:\n%s", child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);

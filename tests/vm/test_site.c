@@ -311,10 +311,7 @@ static void st_cold_site_goes_below(const char *call)
   l = st_where_now();
   cr_expect_eq(st_kv(l, "cold"), 1, "%s: the cold site is cold still, after the reads that saw its new blocks:\n%s",
                topo->name, child.buf);
-  close(child.in);
-  child.in = -1;
-  l = vm_proc_expect(&child, "check ", 120000);
-  cr_assert_not_null(l, "%s", child.buf);
+  l = vm_proc_end(&child, "check ", 120000);
   cr_expect_eq(st_kv(l, "bad"), 0, "the heap changed:\n%s", child.buf);
   cr_expect_eq(vm_proc_wait(&child), 0, "%s", child.buf);
 }

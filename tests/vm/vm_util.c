@@ -356,6 +356,15 @@ const char *vm_proc_ask(vm_proc_t *p, const char *line, const char *prefix, int 
   return l;
 }
 
+const char *vm_proc_end(vm_proc_t *p, const char *prefix, int timeout_ms)
+{
+  if (p->in >= 0) close(p->in);
+  p->in = -1;
+  const char *l = vm_proc_expect(p, prefix, timeout_ms);
+  cr_assert_not_null(l, "%s", p->buf);
+  return l;
+}
+
 int vm_proc_wait(vm_proc_t *p)
 {
   if (p->in >= 0) close(p->in);

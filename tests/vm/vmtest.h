@@ -93,6 +93,11 @@ int vm_proc_say(vm_proc_t *p, const char *line);
  * their first character). Fails the test when none comes in timeout_ms. */
 const char *vm_proc_ask(vm_proc_t *p, const char *line, const char *prefix, int timeout_ms);
 
+/* Closes its stdin (the child's cue to finish) and returns the line starting
+ * with `prefix` that it then prints; fails the test when none comes in
+ * timeout_ms. The child is still to be waited for (vm_proc_wait). */
+const char *vm_proc_end(vm_proc_t *p, const char *prefix, int timeout_ms);
+
 /* Closes its stdin, reads the rest of its output, waits. Returns the exit
  * status, or 128+signal. */
 int vm_proc_wait(vm_proc_t *p);
