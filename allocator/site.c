@@ -31,7 +31,9 @@ typedef struct trial_s {
   const void *frames[TM_SITE_FRAMES];
   int site;               /* its entry in the table while routed */
   int state;
-  unsigned reads;         /* verdicts while the arena held memory */
+  unsigned reads;         /* verdicts while the arena held memory and had not grown */
+  unsigned looks;         /* verdicts while the arena held memory */
+  uint64_t all;           /* bytes of the arena's chunks at the last verdict */
   uint64_t hot, cold;     /* bytes of the arena's hot and cold chunks at the last verdict */
 } trial_t;
 
@@ -226,6 +228,8 @@ void tm_site_evaluate(void)
     if (tr->state == TRIAL_SPENT) continue;
     tr->hot = hot[k];
     tr->cold = cold[k];
+    uint64_t before = tr->all;
+    tr->all = all[k];
     bool is_cold = cold[k] >= TM_CHUNK_SIZE && cold[k] >= TM_SITE_COLD_RATIO * hot[k];
     if (tr->state == TRIAL_ROUTED && is_cold) {
       tr->state = TRIAL_COLD;
@@ -233,8 +237,12 @@ void tm_site_evaluate(void)
       atomic_store_explicit(&st.trial_cold[k], true, memory_order_relaxed);
       site_filter_set(k, (uint8_t)(k + 1) | TM_SITE_ALL);
     } else if (tr->state == TRIAL_ROUTED) {
-      tr->reads += all[k] != 0;
-      if (tr->reads >= TM_SITE_TRIAL) site_spend(k);   /* not found cold: it pays no routing */
+      /* Memory written since the last read cannot be cold yet: while the
+       * site fills chunks its trial waits, up to TM_SITE_TRIAL_MAX. */
+      tr->looks += all[k] != 0;
+      tr->reads += all[k] != 0 && all[k] <= before;
+      if (tr->reads >= TM_SITE_TRIAL || tr->looks >= TM_SITE_TRIAL_MAX)
+        site_spend(k);   /* not found cold: it pays no routing */
     } else if (steady[k] > cold[k]) {
       site_spend(k);   /* cold no more */
     }

@@ -30,7 +30,11 @@
  *                migration, and reclaim
  *                demotes its old memory as it does any cold chunk. A site
  *                not found cold within TM_SITE_TRIAL verdicts (counted while
- *                its arena holds memory), or cold no more (its chunks used
+ *                its arena holds memory and has not grown since the verdict
+ *                before: memory written since the last read cannot be cold
+ *                yet, and a site filling its chunks over many reads would
+ *                otherwise be judged on the chunk it is writing; at most
+ *                TM_SITE_TRIAL_MAX verdicts with memory in all), or cold no more (its chunks used
  *                at two reads in a row, tm_hotness_steady, hold more than
  *                its cold ones: a cold site's new blocks are written as they
  *                are allocated, and a burst of them is hot at one read with
@@ -59,6 +63,7 @@
 #define TM_SITE_MIN_SAMPLES 4  /* samples before a site is put on trial */
 #define TM_SITE_COLD_RATIO 3   /* cold bytes to hot bytes for a cold verdict */
 #define TM_SITE_TRIAL 4        /* verdicts a site stays on trial without being found cold */
+#define TM_SITE_TRIAL_MAX 16   /* ... however long its memory grows */
 #define TM_SITE_TRIAL_SHARE 8  /* a site on trial routes one call in this many */
 #define TM_SITE_SLOTS 8        /* sites routed at once (on trial, or cold) */
 #define TM_SITE_FILTER 1024    /* routing filter entries (a power of two) */

@@ -1725,12 +1725,14 @@ Test(reclaim, a_site_not_found_cold_on_trial_goes_back_to_the_shared_arenas)
   int flags = rt_site_slot(&t);
   void *p = tmje_mallocx(TM_CHUNK_SIZE, flags);
   cr_assert_not_null(p);
-  for (int i = 0; i < TM_SITE_TRIAL; i++) {
+  /* The first verdict sees the chunk new: it does not count. */
+  for (int i = 0; i <= TM_SITE_TRIAL; i++) {
     cr_expect_gt(rt_routed(&t, 0xa000, 16 * TM_SITE_TRIAL_SHARE, NULL), 0, "routed at verdict %d", i);
     rt_heat_all(true);
     tm_site_evaluate();
   }
-  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "not routed after %d verdicts hot", TM_SITE_TRIAL);
+  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "not routed after %d verdicts hot, the chunk not new",
+               TM_SITE_TRIAL);
   uint64_t samples;
   unsigned apart, cold, tried;
   tm_site_counts(&samples, &apart, &cold, &tried);
@@ -1741,6 +1743,52 @@ Test(reclaim, a_site_not_found_cold_on_trial_goes_back_to_the_shared_arenas)
   tm_site_counts(&samples, &apart, &cold, &tried);
   cr_expect_eq(tried, 1, "not tried again while its entry lives");
   tmje_dallocx(p, flags);
+  tm_arena_thread_exit(&t);
+}
+
+/* A site that fills chunks over many reads is judged once it stops: what it
+ * wrote since the last read cannot be cold yet (CI, flat and 3tier: a cold
+ * site's trial was spent while the test's grow still wrote its chunks). */
+Test(reclaim, a_site_whose_memory_grows_stays_on_trial_till_it_stops_or_the_longest_trial_ends)
+{
+  tm_thread_t t = rt_site_env();
+  int flags = rt_site_slot(&t);
+  void *p[TM_SITE_TRIAL_MAX];
+  for (int i = 0; i < TM_SITE_TRIAL_MAX; i++) {
+    cr_expect_gt(rt_routed(&t, 0xa000, 16 * TM_SITE_TRIAL_SHARE, NULL), 0, "routed at verdict %d, still growing", i);
+    p[i] = tmje_mallocx(64 * 1024, flags);
+    cr_assert_not_null(p[i]);
+    memset(p[i], 1, 64 * 1024);
+    rt_heat_all(true);
+    tm_site_evaluate();
+  }
+  cr_expect_eq(rt_routed(&t, 0xa000, 64, NULL), 0, "not routed after %d verdicts, however it grew", TM_SITE_TRIAL_MAX);
+  for (int i = 0; i < TM_SITE_TRIAL_MAX; i++) tmje_dallocx(p[i], flags);
+  tm_arena_thread_exit(&t);
+}
+
+/* And once it stops growing, the memory it wrote can prove cold. */
+Test(reclaim, a_site_that_stops_growing_is_judged_on_what_it_wrote)
+{
+  tm_thread_t t = rt_site_env();
+  int flags = rt_site_slot(&t);
+  void *p[3 * TM_SITE_TRIAL];
+  for (int i = 0; i < 3 * TM_SITE_TRIAL; i++) {
+    p[i] = tmje_mallocx(TM_CHUNK_SIZE / 4, flags);
+    cr_assert_not_null(p[i]);
+    memset(p[i], 1, TM_CHUNK_SIZE / 4);
+    rt_heat_all(true);
+    tm_site_evaluate();
+  }
+  cr_expect_gt(rt_routed(&t, 0xa000, 16 * TM_SITE_TRIAL_SHARE, NULL), 0, "on trial after %d verdicts growing",
+               3 * TM_SITE_TRIAL);
+  rt_heat_all(false);
+  tm_site_evaluate();
+  uint64_t samples;
+  unsigned apart, cold, tried;
+  tm_site_counts(&samples, &apart, &cold, &tried);
+  cr_expect_eq(cold, 1, "found cold once its memory is");
+  for (int i = 0; i < 3 * TM_SITE_TRIAL; i++) tmje_dallocx(p[i], flags);
   tm_arena_thread_exit(&t);
 }
 
