@@ -18,10 +18,31 @@
 #define MPOL_PREFERRED_MANY 5
 #endif
 
+/* The reservation is given its anon_vma (the kernel's reverse map of its
+ * pages) before anything splits it: a VMA gets one at its first write fault,
+ * and the VMAs later split from it share it. Else each carve, and each chunk
+ * bound apart before its first write (os.h), gets one of its own, and VMAs
+ * with different anon_vmas never merge again: chunks handed alike (os_hand)
+ * stayed one VMA each, and NUMA balancing's tiering mode, which scans a VMA
+ * only after a hint fault in it, never came to them (bench/README, "Handing
+ * the heap"). Written once while writable, the page given back (a huge one
+ * where THP is always on), then inaccessible again. Where the kernel charges
+ * writable memory (vm.overcommit_memory 2) the mprotect fails and nothing is
+ * anchored: handed chunks then stay apart. */
+static void os_anchor(void *p, size_t size)
+{
+  if (mprotect(p, size, PROT_READ | PROT_WRITE) != 0) return;
+  *(volatile char *)p = 0;
+  size_t first = (size_t)1 << TM_OS_CHUNK_SHIFT;
+  madvise(p, size < first ? size : first, MADV_DONTNEED);
+  mprotect(p, size, PROT_NONE);
+}
+
 static int os_reserve(size_t size, void **out)
 {
   void *p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return errno;
+  os_anchor(p, size);
   *out = p;
   return 0;
 }
@@ -124,14 +145,18 @@ static int os_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
 
 static int os_hand(void *p, size_t size, const tm_nodemask_t *nodes)
 {
-  bool chunk = os_split && size == (size_t)1 << TM_OS_CHUNK_SHIFT;
-  int marker = chunk && !((uintptr_t)p >> TM_OS_CHUNK_SHIFT & 1) ? atomic_load_explicit(&os_marker, memory_order_relaxed) : -1;
-  tm_nodemask_t m = *nodes;
-  if (marker >= 0) tm_nodemask_set(&m, marker);
-  int mode_flags = MPOL_F_NUMA_BALANCING | (chunk ? MPOL_F_STATIC_NODES : 0);
-  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)m.w, TIER_MAX_NODES + 1, 0);
-  if (err == EINVAL) err = os_mbind(p, size, MPOL_BIND | mode_flags, (const unsigned long *)m.w, TIER_MAX_NODES + 1, 0);
-  return err;
+  int mode_flags = MPOL_F_NUMA_BALANCING;
+  int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)nodes->w, TIER_MAX_NODES + 1, 0);
+  if (err == EINVAL) err = os_mbind(p, size, MPOL_BIND | mode_flags, (const unsigned long *)nodes->w, TIER_MAX_NODES + 1, 0);
+  if (err != 0) return err;
+  /* In 4 KiB pages from now on: NUMA balancing promotes the folio a hint
+   * fault lands in, and a huge page of 4 KiB objects, a sixth of them hot,
+   * went up whole, cold ones with it (bench/README). MADV_COLD on part of a
+   * huge page splits it. */
+  const size_t huge = (size_t)1 << TM_OS_CHUNK_SHIFT;
+  madvise(p, size, MADV_NOHUGEPAGE);
+  for (size_t off = 0; off + huge <= size; off += huge) madvise((char *)p + off, 4096, MADV_COLD);
+  return 0;
 }
 
 static int os_bind(void *p, size_t size, const tm_nodemask_t *nodes, int first_node)

@@ -75,9 +75,12 @@ typedef struct tm_os_s {
    * flag): the kernel's NUMA balancing may then scan the range and, in its
    * tiering mode, promote a hot page to the node of the CPU that uses it,
    * where that node is in `nodes`; new pages go to the nodes nearest the
-   * faulting CPU among them. A chunk keeps a VMA of its own as bind gives it.
-   * EINVAL where the kernel takes the flag with neither. May be NULL in a
-   * double (never handed then). */
+   * faulting CPU among them. Every range handed gets the same policy, so
+   * neighbours handed merge into one VMA (the reservation's one anon_vma
+   * lets them: os_reserve), and is in 4 KiB pages from then on
+   * (MADV_NOHUGEPAGE, its huge pages split): the kernel promotes the folio a
+   * hint fault lands in. EINVAL where the kernel takes the flag with
+   * neither. May be NULL in a double (never handed then). */
   int (*hand)(void *p, size_t size, const tm_nodemask_t *nodes);
 } tm_os_t;
 

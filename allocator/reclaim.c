@@ -304,9 +304,12 @@ static bool rc_movable(tm_chunk_t *c)
  * budgets as in the figures, and are not moved back as strays: tier 0 over
  * its limit gives up its own coldest chunks first; only when none is left do
  * the handed chunks' pages above go down (rc.hand_over). tiermalloc's own
- * promotion stops meanwhile: the kernel chooses. Not yet what it is for: in
- * the 2tier VM the kernel scanned the handed chunks only during the
- * allocation (bench/README, "Handing the heap to NUMA balancing"). */
+ * promotion stops meanwhile: the kernel chooses. In the 2tier VM (6.12)
+ * the kernel's scanner comes to the handed heap in its first two sequences
+ * and then only about every 90 s (a VMA the scanning thread took no hint
+ * fault in is scanned one a call, when no other is left): 1792 of 2048 hot
+ * pages on tier 0 within 6 s, 2047 after about 100 s (bench/README,
+ * "Handing the heap to NUMA balancing"). */
 
 static bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
 {
