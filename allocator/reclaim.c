@@ -1148,7 +1148,7 @@ static uint64_t rc_carved_chunks(unsigned i)
 static void rc_sample_pieces(void)
 {
   if (!tm_hotness_pieces_on() || !rc.promote_rate || rc.ntiers < 2 || rc.below == 0 ||
-      !tm_hotness_tracking() || tm_ranges.n == 0 || rc.piece_skip)
+      !tm_hotness_tracking() || tm_ranges.n == 0)
     return;
   unsigned top = 0;
   uint64_t total = 0;
@@ -1162,6 +1162,12 @@ static void rc_sample_pieces(void)
     int kind = rc_piece_candidate(c);
     bool upper = kind == 2;
     if (!kind || (upper && (!rc.piece_no_room || top >= TM_HOTNESS_SAMPLE_MAX / 4))) continue;
+    /* Backing off, a chunk below in huge pages is read per piece all the
+     * same: nothing else grades it, and only a graded chunk moves up whole
+     * (rc_hottest). A phase change in the 3tier VM stalled 7 s and more: the
+     * first read saw some of the new hot chunks, graded them and moved none
+     * in pieces, and the rest waited out the back-off (CI, fc11). */
+    if (rc.piece_skip && (upper || tm_hotness_graded(c))) continue;
     if (!tm_hotness_sample(c)) break;   /* full */
     top += upper;
   }
@@ -1177,8 +1183,8 @@ static void rc_sample_pieces(void)
  * times the reclaim CPU for no gain). A chunk whose pieces moved starts its
  * cool-down: its pieces are not exchanged down again before it ends. Reads
  * whose pieces moved nothing make the next reads per piece rarer
- * (rc_sample_pieces): every 2nd, 4th, ... 16th read. Returns the bytes
- * promoted. */
+ * (rc_sample_pieces): every 2nd, 4th, ... 16th read, but for chunks in huge
+ * pages. Returns the bytes promoted. */
 #define RC_PIECE_IDLE_MAX 4u
 
 static uint64_t rc_promote_pieces(uint64_t want)
@@ -1213,11 +1219,12 @@ static uint64_t rc_promote_pieces(uint64_t want)
     tm_hotness_moved(c[i]);
     done += m.moved;
   }
-  if (n && want >= TM_CHUNK_SIZE) {
+  if (rc.piece_skip) {   /* one read less to skip, or none if pieces moved */
+    rc.piece_skip = done ? 0 : rc.piece_skip - 1;
+    if (done) rc.piece_idle = 0;
+  } else if (n && want >= TM_CHUNK_SIZE) {
     rc.piece_idle = done ? 0 : rc.piece_idle < RC_PIECE_IDLE_MAX ? rc.piece_idle + 1 : RC_PIECE_IDLE_MAX;
     rc.piece_skip = (1u << rc.piece_idle) - 1;
-  } else if (!n && rc.piece_skip) {
-    rc.piece_skip--;
   }
   return done;
 }
