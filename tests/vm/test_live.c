@@ -34,6 +34,7 @@ static char lv_dir[64];
 
 static void lv_setup(void)
 {
+  vm_quiet_shared();   /* heavy programs: not beside the burst tests */
   snprintf(lv_dir, sizeof lv_dir, "/tmp/vmtest-live.XXXXXX");
   cr_assert_not_null(mkdtemp(lv_dir));
 }

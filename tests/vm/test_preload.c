@@ -87,6 +87,9 @@ static void run_preloaded(char *const argv[], const char *budget, const char *ta
   unlink(path);
 }
 
+/* Heavy programs: not beside the burst tests. */
+TestSuite(preload, .init = vm_quiet_shared);
+
 Test(preload, python_heap_on_the_top_tier)
 {
   const vm_topology_t *topo = vm_topology();

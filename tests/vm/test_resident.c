@@ -21,6 +21,9 @@ static int within(uint64_t a, uint64_t b, double frac)
   return (double)d <= frac * (double)ref;
 }
 
+/* Heavy programs: not beside the burst tests. */
+TestSuite(resident, .init = vm_quiet_shared);
+
 Test(resident, stats_match_numa_maps_for_256MiB)
 {
   const vm_topology_t *topo = vm_topology();

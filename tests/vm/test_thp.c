@@ -29,6 +29,9 @@ static void thp_require_madvise(void)
   cr_assert(strstr(mode, "[madvise]") != NULL, "the guest's THP setting is %s, not madvise", mode);
 }
 
+/* Heavy programs: not beside the burst tests. */
+TestSuite(thp, .init = vm_quiet_shared);
+
 Test(thp, auto_gives_a_growing_heap_huge_pages)
 {
   thp_require_madvise();

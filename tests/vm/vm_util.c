@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -544,4 +545,17 @@ int vm_tiered_anon_huge_bytes(uint64_t *huge)
   }
   free(buf);
   return 0;
+}
+
+int vm_flock(const char *path, int op)
+{
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd < 0) return -1;
+  while (flock(fd, op) != 0 && errno == EINTR) {}
+  return fd;
+}
+
+void vm_quiet_shared(void)
+{
+  vm_flock(VM_QUIET_LOCK, LOCK_SH);
 }

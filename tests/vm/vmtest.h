@@ -175,6 +175,22 @@ long long vm_json_num(const char *from, const char *key);
  * not beside a timed test. */
 #define VM_RECLAIM_LOCK "/tmp/vmtest-reclaim.lock"
 
+/* The burst tests (test_reclaim.c) time reclaim's reaction in hundreds of
+ * ms. Under TCG the guest runs on one host thread, and a program beside
+ * them slowed it fourfold (2.2 s against 0.6, flat, 12-07). They hold this
+ * lock alone; the tests that run heavy programs without VM_RECLAIM_LOCK
+ * (live, preload, resident, thp) hold it shared. */
+#define VM_QUIET_LOCK "/tmp/vmtest-quiet.lock"
+
+/* flock(op: LOCK_SH or LOCK_EX) on the file at path, created if need be,
+ * waiting for it: the fd, which holds it till closed or the test's process
+ * ends (each Criterion test is a process of its own); -1 if it cannot be
+ * opened. */
+int vm_flock(const char *path, int op);
+
+/* VM_QUIET_LOCK shared, for the test's whole process: a suite's .init. */
+void vm_quiet_shared(void);
+
 /* What tier 0 may hold under TIERMALLOC_TOPTIER_MAX=16M: the budget leaves
  * out the start-up metadata (allocator/policy.h), one 2 MiB base block for
  * the first thread's arena and one for the pinned tier-0 arena; arenas that
