@@ -36,9 +36,8 @@ Test(balancing, stats_and_explain_say_what_numa_balancing_does, .timeout = 120)
   cr_expect_eq(s.numa_balancing_policies, want, "%s: kernel %s: policies %u", topo->name, u.release,
                s.numa_balancing_policies);
   cr_expect_eq(s.numa_balancing_heap, 0, "the heap's policies do not allow it");
-  int lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0);
-  while (flock(lock_fd, LOCK_EX) != 0) {}
   char was[16];
   cr_assert_eq(vm_read_file(NB_SYSCTL, was, sizeof was), 0);
   cr_expect_eq(nb_stats().numa_balancing, atoi(was), "%s: the sysctl says %s", topo->name, was);
@@ -205,9 +204,8 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   const vm_topology_t *topo = vm_topology();
   if (topo->ntiers != 2) cr_skip_test("%s: the test is for two tiers, node0 with the CPUs on top", topo->name);
   int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
-  int lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0);
-  while (flock(lock_fd, LOCK_EX) != 0) {}
   cr_assert_eq(vm_read_file(NB_SYSCTL, nb_was, sizeof nb_was), 0);
   vm_write_file(NB_SYSCTL, "2");
   char high[48];

@@ -162,9 +162,8 @@ static void run_heap(heap_run_t *r, const char *cg, unsigned heap_mib, unsigned 
    * touched, measured and reclaimed, run beside each other, never beside
    * the timed tests that hold it alone (a burst past max took 3.1-3.3 s
    * against 3 beside them). */
-  int lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_SH);
   cr_assert_geq(lock_fd, 0);
-  while (flock(lock_fd, LOCK_SH) != 0) {}
   vm_spawn(&child, argv, env, cg, VM_SPAWN_STDERR);
   const char *ready = vm_proc_expect(&child, "ready", HEAP_TIMEOUT_MS);
   /* The kernel folds each CPU's counts into the cgroup's at least every 2 s,

@@ -207,9 +207,8 @@ static int lock_fd = -1;
 static void hn_init(void)
 {
   /* One heap test at a time with the reclaim tests: they measure tier 0. */
-  lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0);
-  while (flock(lock_fd, LOCK_EX) != 0) {}
 }
 
 static void hn_fini(void)

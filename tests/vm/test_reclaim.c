@@ -407,9 +407,8 @@ static char swap_dev[8][128];
 
 static void rc_init(void)
 {
-  lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0, "lock: %s", strerror(errno));
-  while (flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {}
 }
 
 static void rc_fini(void)

@@ -48,9 +48,8 @@ Test(rig, zram_swap_is_on)
 {
   vm_topology();
   /* Not while a reclaim test has turned swap off. */
-  int fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(fd, 0, "%s: %s", VM_RECLAIM_LOCK, strerror(errno));
-  while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
   char buf[1024];
   int err = vm_read_file("/proc/swaps", buf, sizeof buf);
   close(fd);
@@ -73,9 +72,8 @@ Test(rig, demotion_and_numa_balancing_switch)
 
   /* Under the reclaim lock, as tests/vm/test_balancing.c switches it. */
   const char *nb = "/proc/sys/kernel/numa_balancing";
-  int fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  int fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(fd, 0, "%s: %s", VM_RECLAIM_LOCK, strerror(errno));
-  while (flock(fd, LOCK_EX) != 0) {}
   int err = vm_read_file(nb, buf, sizeof buf);
   char first[64];
   snprintf(first, sizeof first, "%s", buf);

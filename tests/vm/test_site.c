@@ -194,9 +194,8 @@ static int lock_fd = -1;
 
 static void st_init(void)
 {
-  lock_fd = open(VM_RECLAIM_LOCK, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0);
-  while (flock(lock_fd, LOCK_EX) != 0) {}
 }
 
 static void st_fini(void)
