@@ -36,7 +36,16 @@ int tm_balancing_mode_now(void)
   return atomic_load_explicit(&mode, memory_order_relaxed);
 }
 
-void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t *out)
+int tm_balancing_tiers_apart(const tm_topology_t *topo)
+{
+  switch (topo->source) {
+  case TM_TOPO_KERNEL_TIERS: return 1;
+  case TM_TOPO_OVERRIDE: return topo->ntiers > 1 ? -1 : 0;
+  default: return 0;
+  }
+}
+
+void tm_balancing_read(const char *root, unsigned flag_policies, const tm_topology_t *topo, tm_balancing_t *out)
 {
   memset(out, 0, sizeof *out);
   out->mode = tm_balancing_mode(root);
@@ -48,6 +57,7 @@ void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t 
       tm_kfile_read(path, buf, sizeof buf) > 0)
     out->demotion = buf[0] == 't' || buf[0] == 'T' || buf[0] == '1' || buf[0] == 'y' || buf[0] == 'Y';
   out->flag_policies = flag_policies;
+  out->apart = tm_balancing_tiers_apart(topo);
 }
 
 const char *tm_balancing_mode_name(int mode)
@@ -78,8 +88,16 @@ const char *tm_balancing_explain(const tm_balancing_t *b, char *buf, size_t size
                            ? "this kernel lets only a strict policy allow it (MPOL_BIND with MPOL_F_NUMA_BALANCING, "
                              "which would make a full tier fail allocations instead of spilling)"
                            : "this kernel lets no policy allow it (no MPOL_F_NUMA_BALANCING)";
+  static const char one_tier[] =
+      "the kernel puts every node in one memory tier (it has no performance data for them: 6.1 ignores HMAT), "
+      "and its tiering mode promotes only from nodes it ranks below the top";
   if (b->mode < 0)
     snprintf(buf, size, "this kernel has no NUMA balancing: tiermalloc's own tracking is all there is");
+  else if (b->apart == 0)
+    snprintf(buf, size, "NUMA balancing is %s (%d), and %s, so it promotes nothing to tier 0 here, whatever the "
+                        "heap's policies (TIERMALLOC_NUMA_BALANCING=tiering hands nothing over): tiermalloc's own "
+                        "tracking is all there is; %s",
+             tm_balancing_mode_name(b->mode), b->mode, one_tier, kernel);
   else if (b->mode & 2)
     snprintf(buf, size, "NUMA balancing in tiering mode (%d) promotes hot pages from CPU-less nodes, but not "
                         "tiermalloc's heap: its chunks' policies keep NUMA balancing off it "

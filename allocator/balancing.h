@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "topology.h"
+
 /* Policies that accept MPOL_F_NUMA_BALANCING (tm_balancing_t.flag_policies). */
 #define TM_BALANCING_BIND           1u
 #define TM_BALANCING_PREFERRED_MANY 2u
@@ -27,6 +29,7 @@ typedef struct tm_balancing_s {
   uint64_t promote_mbps;    /* numa_balancing_promote_rate_limit_MBps; 0: not there */
   int demotion;             /* /sys/kernel/mm/numa/demotion_enabled: 1, 0, or -1 not there */
   unsigned flag_policies;   /* TM_BALANCING_*, as the caller probed them */
+  int apart;                /* tm_balancing_tiers_apart */
 } tm_balancing_t;
 
 /* The mode now (kernel.numa_balancing under root): 0-3, or -1 when the file
@@ -37,9 +40,20 @@ int tm_balancing_mode(const char *root);
  * the library's thread takes every interval, costs a relaxed load). */
 int tm_balancing_mode_now(void);
 
-/* Fills *out from the files under root; flag_policies as given (the probe is
- * the OS layer's: tm_os_numa_balancing_policies). */
-void tm_balancing_read(const char *root, unsigned flag_policies, tm_balancing_t *out);
+/* Whether the kernel's tiering mode can promote from tiermalloc's tiers
+ * below the top. It scans and promotes only pages on nodes it ranks below
+ * its top tier (the memory tier of the nodes with CPUs, and any faster one:
+ * node_is_toptier). 1: topo is the kernel's memory tiers, so it ranks them
+ * apart; 0: the kernel put every node in one memory tier (6.1, which ignores
+ * HMAT; 6.12 on nodes it has no performance data for) and tiermalloc
+ * guessed the tiers from the CPUs, or there is one tier: the tiering mode
+ * promotes nothing to tier 0; -1: tiers named by TIERMALLOC_TIERS, not
+ * compared with the kernel's. */
+int tm_balancing_tiers_apart(const tm_topology_t *topo);
+
+/* Fills *out from the files under root and topo; flag_policies as given
+ * (the probe is the OS layer's: tm_os_numa_balancing_policies). */
+void tm_balancing_read(const char *root, unsigned flag_policies, const tm_topology_t *topo, tm_balancing_t *out);
 
 /* "off", "normal", "tiering", "normal and tiering", "none" (-1). */
 const char *tm_balancing_mode_name(int mode);

@@ -81,7 +81,7 @@ static void start_verbose(void)
 {
   tm_balancing_t nb;
   char nb_why[512];
-  tm_balancing_read("", start_numab, &nb);
+  tm_balancing_read("", start_numab, &start_topo, &nb);
   tm_warn("numa balancing: %s (%d), policies that may allow it: %s; %s", tm_balancing_mode_name(nb.mode), nb.mode,
           tm_balancing_policies_name(nb.flag_policies), tm_balancing_explain(&nb, nb_why, sizeof nb_why));
   tm_warn("%d tier(s) from %s; ranges %s, %llu MiB each", start_topo.ntiers,

@@ -746,7 +746,7 @@ static int cmd_explain(int argc, char **argv)
   /* NUMA balancing: the mode now, what this kernel lets a policy allow
    * (probed here, as the library probes it at start-up), the heap's. */
   tm_balancing_t nb;
-  tm_balancing_read("", tm_os_numa_balancing_policies(topo.tier[0].first_node), &nb);
+  tm_balancing_read("", tm_os_numa_balancing_policies(topo.tier[0].first_node), &topo, &nb);
   char nb_why[512];
   printf("numa balancing: %s (%d); policies this kernel lets allow it: %s; tiermalloc's heap: %s\n",
          tm_balancing_mode_name(nb.mode), nb.mode, tm_balancing_policies_name(nb.flag_policies),
@@ -818,7 +818,11 @@ static int cmd_explain(int argc, char **argv)
     warn_line("the kernel puts all nodes in one memory tier; tiermalloc guessed: CPU nodes on top, CPU-less nodes below");
     warned++;
   }
-  if (nb.mode >= 0 && (nb.mode & 2)) {
+  if (nb.mode >= 0 && (nb.mode & 2) && nb.apart == 0) {
+    warn_line("numa_balancing=%d (tiering) promotes nothing to tier 0 here: the kernel puts every node in one "
+              "memory tier (see numa balancing above)", nb.mode);
+    warned++;
+  } else if (nb.mode >= 0 && (nb.mode & 2) && !(pid && rp->stats.numa_balancing_heap)) {
     warn_line("numa_balancing=%d (tiering) does not reach tiermalloc's heap: its policies keep NUMA balancing "
               "off it unless TIERMALLOC_NUMA_BALANCING=tiering (experimental; see numa balancing above)", nb.mode);
     warned++;
