@@ -148,6 +148,58 @@ int tm_migrate_pieces(tm_chunk_t *c, uint32_t pieces, tm_migrate_counts_t *out)
   return err;
 }
 
+int tm_migrate_pages_on(tm_chunk_t *c, unsigned on, tm_migrate_pages_t *out)
+{
+  if (!tm_chunk_hold(c)) return EBUSY;
+  int8_t tier[MIGRATE_PAGES];
+  int err = migrate_where(tm_chunk_addr(c), tier);
+  tm_chunk_release(c);
+  memset(out, 0, sizeof *out);
+  for (unsigned i = 0; err == 0 && i < MIGRATE_PAGES; i++)
+    if (tier[i] == (int8_t)on) out->w[i / 64] |= 1ull << (i % 64);
+  return err;
+}
+
+int tm_migrate_give_back(tm_chunk_t *c, tm_migrate_pages_t *mask, tm_migrate_counts_t *out)
+{
+  tm_migrate_pages_t asked = *mask;
+  memset(mask, 0, sizeof *mask);
+  if (tm_range_os()->push == NULL) return ENOTSUP;
+  if (!tm_chunk_hold(c)) return EBUSY;
+  uintptr_t a = tm_chunk_addr(c);
+  unsigned to = tm_chunk_tier(c), n = 0, at[MIGRATE_PAGES];
+  void *pages[MIGRATE_PAGES];
+  int status[MIGRATE_PAGES];
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
+    if (asked.w[i / 64] >> (i % 64) & 1) {
+      at[n] = i;
+      pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
+    }
+  int err = n ? tm_range_os()->push(pages, (int)n, migrate_topo->tier[to].first_node, status) : 0;
+  for (unsigned k = 0; err == 0 && k < n; k++) {
+    if (migrate_tier_of(status[k]) == (int8_t)to) {
+      mask->w[at[k] / 64] |= 1ull << (at[k] % 64);
+      out->moved += MIGRATE_PAGE;
+    } else if (status[k] != -ENOENT) {
+      out->failed += MIGRATE_PAGE;
+    }
+  }
+  tm_chunk_release(c);
+  return err;
+}
+
+int tm_migrate_where(void *const *pages, int n, int8_t *tier)
+{
+  int node[MIGRATE_PAGES];
+  for (int at = 0; at < n; at += (int)MIGRATE_PAGES) {
+    int k = n - at < (int)MIGRATE_PAGES ? n - at : (int)MIGRATE_PAGES;
+    int err = tm_range_os()->where(pages + at, k, node);
+    if (err != 0) return err;
+    for (int i = 0; i < k; i++) tier[at + i] = migrate_tier_of(node[i]);
+  }
+  return 0;
+}
+
 static int migrate_policy(tm_chunk_t *c, bool split)
 {
   if (split ? !tm_chunk_hold(c) : !tm_chunk_hold_idle(c)) return EBUSY;

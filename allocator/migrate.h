@@ -64,6 +64,29 @@ int tm_migrate_merge(tm_chunk_t *c);
  * the kernel's errno when it refused. */
 int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes);
 
+/* The pages of a chunk, one bit each (bit i of word i / 64: page i). */
+#define TM_MIGRATE_PAGE_WORDS (TM_CHUNK_SIZE / 4096 / 64)
+typedef struct tm_migrate_pages_s {
+  uint64_t w[TM_MIGRATE_PAGE_WORDS];
+} tm_migrate_pages_t;
+
+/* The pages of chunk c that are on tier `on` into *out (one lookup of the
+ * chunk's pages). 0; EBUSY when c is empty or held; another positive errno
+ * when the lookup failed. */
+int tm_migrate_pages_on(tm_chunk_t *c, unsigned on, tm_migrate_pages_t *out);
+
+/* Moves the pages of chunk c in *pages, on another tier, to c's own tier
+ * (its first node), one move_pages call, leaving the chunk's tier and
+ * policy as they are (a handed chunk stays handed: its pages the kernel
+ * promoted, given back one by one). *pages keeps those found on c's tier
+ * after. moved: their bytes; failed: the others present. Returns as
+ * tm_migrate_pages_on (*pages empty when not 0). */
+int tm_migrate_give_back(tm_chunk_t *c, tm_migrate_pages_t *pages, tm_migrate_counts_t *out);
+
+/* The tier of each of the n pages at pages[i] into tier[i] (-1: not there,
+ * or on a node of no tier). 0 or a positive errno. */
+int tm_migrate_where(void *const *pages, int n, int8_t *tier);
+
 /* Pages out the resident pages of chunk c (MADV_PAGEOUT), its pieces' too
  * (their record is dropped). moved: bytes no longer resident afterwards
  * (mincore). Pages still resident are not

@@ -11,6 +11,7 @@
 
 #include "account.h"
 #include "balancing.h"
+#include "handback.h"
 #include "budget.h"
 #include "chunkmap.h"
 #include "clock.h"
@@ -72,6 +73,8 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
   tm_reclaim_stats(s);
   s->numa_balancing = tm_balancing_mode_now();   /* the sysctl, read again once a second */
   s->numa_balancing_policies = tm_startup_numa_balancing_policies();
+  s->handed_given_back = tm_handback_given();
+  s->handed_undone = tm_handback_undone();
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
   if (prev == NULL) return tm_stats_resident(s);
   for (unsigned t = 0; t < s->ntiers; t++) s->tier[t].resident = prev->tier[t].resident;

@@ -90,6 +90,7 @@ static void stats_put_ns(stats_out_t *o, uint64_t v)
 
 #define stats_put_total stats_put_count
 #define stats_put_ns_total stats_put_ns
+#define stats_put_bytes_total stats_put_bytes
 
 #define stats_put_unit(o, unit, v) stats_put_##unit(o, v)
 
@@ -184,7 +185,7 @@ enum { STATS_NOW, STATS_HOME };
 /* A JSON key: the field's name, with _bytes for a byte figure. */
 static void stats_put_key(stats_out_t *o, const char *sep, const char *name, const char *unit)
 {
-  stats_put(o, "%s\"%s%s\":", sep, name, strcmp(unit, "bytes") == 0 ? "_bytes" : "");
+  stats_put(o, "%s\"%s%s\":", sep, name, strncmp(unit, "bytes", 5) == 0 ? "_bytes" : "");
 }
 
 void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_write_fn *write,
@@ -294,6 +295,7 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
   stats_put_key(&o, ",", #name, #unit);                                                            \
   stats_put(&o, "%llu", (unsigned long long)s->name);
     TIER_STATS_SITE_FIELDS(X)
+    TIER_STATS_HANDED_FIELDS(X)
 #undef X
     stats_put_sites(&o, s, true, who == NULL || !who->foreign);
     stats_put(&o, "}\n");
@@ -337,6 +339,7 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
     TIER_STATS_SITE_FIELDS(X)
+    TIER_STATS_HANDED_FIELDS(X)
 #undef X
     stats_put_sites(&o, s, false, who == NULL || !who->foreign);
   }
@@ -361,6 +364,13 @@ static void prom_put_label(stats_out_t *o, const char *key, const char *v)
 /* The metric's name from the field's: tiermalloc_<prefix><name> with its
  * unit (_bytes, _seconds for a name ending in _ns, _total for a sum since
  * start-up); counter says whether it only grows. */
+/* A unit whose figure only grows: "total", "ns_total", "bytes_total". */
+static bool prom_counter(const char *unit, bool sum)
+{
+  size_t n = strlen(unit);
+  return sum || (n >= 5 && strcmp(unit + n - 5, "total") == 0);
+}
+
 static void prom_name(char *buf, size_t size, const char *prefix, const char *name,
                       const char *unit, bool sum)
 {
@@ -368,13 +378,7 @@ static void prom_name(char *buf, size_t size, const char *prefix, const char *na
   bool ns = strncmp(unit, "ns", 2) == 0;
   if (ns && len > 3 && strcmp(name + len - 3, "_ns") == 0) len -= 3;
   snprintf(buf, size, "tiermalloc_%s%.*s%s%s", prefix, (int)len, name,
-           strcmp(unit, "bytes") == 0 ? "_bytes" : ns ? "_seconds" : "",
-           sum || strcmp(unit, "total") == 0 || strcmp(unit, "ns_total") == 0 ? "_total" : "");
-}
-
-static bool prom_counter(const char *unit, bool sum)
-{
-  return sum || strcmp(unit, "total") == 0 || strcmp(unit, "ns_total") == 0;
+           strncmp(unit, "bytes", 5) == 0 ? "_bytes" : ns ? "_seconds" : "", prom_counter(unit, sum) ? "_total" : "");
 }
 
 static void prom_head(stats_out_t *o, const char *metric, const char *help, bool counter)
@@ -471,6 +475,7 @@ void tm_stats_format_prom(const tier_stats_t *const *s, const tm_stats_who_t *wh
   }
   TIER_STATS_GLOBAL_FIELDS(X)
   TIER_STATS_SITE_FIELDS(X)
+  TIER_STATS_HANDED_FIELDS(X)
 #undef X
 #define X(name, unit, doc)                                                                         \
   prom_name(m, sizeof m, "tier_", #name, #unit, false);                                            \

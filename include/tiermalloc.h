@@ -82,7 +82,8 @@ int tier_unpin(const void *p, size_t len);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 7   /* 7: the kernel's NUMA balancing; 6: JSON keys carry their unit */
+#define TIER_STATS_VERSION 8   /* 8: pages given back to hold a budget around NUMA balancing; 7: the
+                                  kernel's NUMA balancing; 6: JSON keys carry their unit */
 #define TIER_UNLIMITED UINT64_MAX   /* a budget limit that limits nothing */
 
 #define TIER_STATS_TIER_FIELDS(X)                                              \
@@ -122,6 +123,13 @@ int tier_unpin(const void *p, size_t len);
   X(sites_apart,  count, "call sites whose allocations go to chunks of their own now, on trial or cold (8 at most)") \
   X(sites_cold,   count, "of those, the sites whose memory proved cold: their new memory is placed from tier 1 down") \
   X(sites_tried,  total, "sites put on trial so far (16 at most): one not found cold goes back to the shared chunks")
+
+/* Pages of chunks handed to the kernel's NUMA balancing (numa_balancing_heap)
+ * that it promoted and reclaim gave back, one by one, to hold a tier's limit
+ * (version 8, after every field of version 7). */
+#define TIER_STATS_HANDED_FIELDS(X)                                            \
+  X(handed_given_back, bytes_total, "pages the kernel's NUMA balancing had promoted, moved back down one by one to hold a tier's limit") \
+  X(handed_undone,     bytes_total, "of those, pages the kernel promoted again within 10 s: demotions undone, the mistakes to drive down")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 #define TIER_STATS_SITES 8         /* sites routed to chunks of their own at once, at most */
@@ -194,7 +202,6 @@ typedef struct tier_stats_s {
   uint32_t pageout_available;       /* 1: swap is on, so MADV_PAGEOUT can page out */
   uint32_t reserved_;
   TIER_STATS_SITE_FIELDS(TIER_STATS_FIELD_)
-#undef TIER_STATS_FIELD_
   tier_stats_site_t site[TIER_STATS_SITES];   /* the first sites_apart */
   /* The kernel's NUMA balancing (version 7), after the fields above so a
    * program built against version 6 still reads those. NUMA balancing scans
@@ -208,6 +215,8 @@ typedef struct tier_stats_s {
                                        balancing (TIERMALLOC_NUMA_BALANCING=tiering, the kernel
                                        in tiering mode); 0: its policies keep it off the heap */
   uint32_t reserved2_;
+  TIER_STATS_HANDED_FIELDS(TIER_STATS_FIELD_)
+#undef TIER_STATS_FIELD_
 } tier_stats_t;
 
 /* Fills *out (size: the caller's sizeof(tier_stats_t), so a program built

@@ -186,12 +186,13 @@ Test(api, stats_print_text_and_json)
   cr_expect(b.s[0] == '{' && strcmp(b.s + b.n - 2, "}\n") == 0, "%s", b.s);
   /* A byte figure's key carries its unit. */
 #define X(name, unit, doc)                                                                         \
-  cr_expect(strstr(b.s, strcmp(#unit, "bytes") ? "\"" #name "\":" : "\"" #name "_bytes\":") != NULL,    \
+  cr_expect(strstr(b.s, strncmp(#unit, "bytes", 5) ? "\"" #name "\":" : "\"" #name "_bytes\":") != NULL, \
             "json lacks " #name);
   TIER_STATS_TIER_FIELDS(X)
   TIER_STATS_GLOBAL_FIELDS(X)
   TIER_STATS_RECLAIM_FIELDS(X)
   TIER_STATS_SITE_FIELDS(X)
+  TIER_STATS_HANDED_FIELDS(X)
 #undef X
 #define X(name, unit, doc) cr_expect(strstr(b.s, "\"" #name "\":") != NULL, "json lacks budget " #name);
   TIER_STATS_BUDGET_FIELDS(X)

@@ -18,6 +18,7 @@
 #include "budget.h"
 #include "capture.h"
 #include "chunkmap.h"
+#include "handback.h"
 #include "hint.h"
 #include "hotness.h"
 #include "migrate.h"
@@ -41,7 +42,21 @@ static struct {
   int moves, pageouts, pushes, splits, hands;
   bool push_works;           /* push moves the pages (else they stay: the node is full) */
   int push_busy;             /* of them, the first pages' status says -EBUSY (a huge page's other entries) */
+  /* Chunks whose pages each have a node of their own (pages the kernel's
+   * NUMA balancing promoted one by one): where and push answer per page. */
+  struct {
+    tm_chunk_t *c;
+    int8_t node[TM_CHUNK_SIZE / 4096];
+  } pp[4];
+  int npp;
 } rt;
+
+static int8_t *rt_page_node(const void *page)
+{
+  for (int k = 0; k < rt.npp; k++)
+    if (rt.pp[k].c == tm_chunk_of(page)) return &rt.pp[k].node[((uintptr_t)page & (TM_CHUNK_SIZE - 1)) >> 12];
+  return NULL;
+}
 
 static unsigned rt_index(const void *p)
 {
@@ -88,7 +103,8 @@ static int rt_where(void *const *pages, int n, int *node)
     }
     int page = (int)(((uintptr_t)pages[k] & (TM_CHUNK_SIZE - 1)) >> 12);
     int8_t home = (int8_t)tm_chunk_home(tm_chunk_of(pages[k]));
-    node[k] = page < rt.stuck[i] ? rt.left[i] : rt.node[i] >= 0 ? rt.node[i] : home;
+    const int8_t *own = rt_page_node(pages[k]);
+    node[k] = own ? *own : page < rt.stuck[i] ? rt.left[i] : rt.node[i] >= 0 ? rt.node[i] : home;
   }
   return 0;
 }
@@ -99,7 +115,9 @@ static int rt_push(void *const *pages, int n, int node, int *status)
   rt.pushes++;
   for (int k = 0; k < n; k++) {
     unsigned i = rt_index(pages[k]);
-    if (rt.push_works) rt.stuck[i] = 0, rt.node[i] = (int8_t)node;
+    int8_t *own = rt_page_node(pages[k]);
+    if (own && rt.push_works) *own = (int8_t)node;
+    else if (rt.push_works) rt.stuck[i] = 0, rt.node[i] = (int8_t)node;
     status[k] = !rt.push_works ? -ENOMEM : k < rt.push_busy ? -EBUSY : node;
   }
   return 0;
@@ -571,6 +589,72 @@ Test(reclaim, pages_the_kernel_promoted_stay_and_tier0_gives_up_its_own_chunks)
   }
   cr_expect_geq(rt_stats().tier[0].reclaim.demoted, TM_CHUNK_SIZE,
                 "tier 0, over its max by the promoted chunks, gave up chunks of its own");
+  rt_free(p, 32);
+}
+
+/* Pages of the per-page chunk k on node n. */
+static int rt_pages_on(int k, int n)
+{
+  int count = 0;
+  for (unsigned i = 0; i < TM_CHUNK_SIZE / 4096; i++) count += rt.pp[k].node[i] == n;
+  return count;
+}
+
+/* The pages of a handed chunk the kernel promoted go back down one by one
+ * (handback.h): only as many as asked, the chunk staying handed on its
+ * tier; a page given back and promoted again within 10 s is an undone
+ * demotion, counted and kept on top; pages promoted since the last look
+ * are kept while older ones are left; a hard limit takes them all. */
+Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_and_undone_kept)
+{
+  void *p[32];
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
+  rt_limits(env);
+  rt_fill(p, 32);
+  tm_reclaim_pass();
+  tm_chunk_t *c = NULL;
+  for (int k = 0; k < 32 && !c; k++)
+    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && (atomic_load(&tm_chunk_of(p[k])->flags) & TM_CHUNK_HANDED))
+      c = tm_chunk_of(p[k]);
+  cr_assert_not_null(c, "a handed chunk on tier 1");
+  /* The kernel promoted its first 256 pages. */
+  rt.pp[0].c = c;
+  rt.npp = 1;
+  for (unsigned i = 0; i < 512; i++) rt.pp[0].node[i] = i < 256 ? 0 : 1;
+  rt.push_works = true;
+  const uint64_t s = 1000000000ull;
+  uint64_t failed = 0;
+  tm_handback_reset();
+  /* The other handed chunks' pages on their tier (the double puts a chunk
+   * bound away from its range's tier on its home node until a move). */
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      if (atomic_load(&tm_chunk_of((void *)a)->flags) & TM_CHUNK_HANDED) rt.node[rt_index((void *)a)] = 1;
+  cr_expect_eq(tm_handback_give(0, 128 * 4096, false, 10 * s, &failed), 128 * 4096);
+  cr_expect_eq(rt_pages_on(0, 0), 128, "128 pages given back, 128 still up");
+  cr_expect_eq(rt.pp[0].node[0], 1, "the first first");
+  cr_expect_eq(tm_chunk_tier(c), 1);
+  cr_expect(atomic_load(&c->flags) & TM_CHUNK_HANDED, "still handed");
+  cr_expect_eq(tm_handback_given(), 128 * 4096);
+  /* The kernel promotes 32 of them again, and 10 pages never up before. */
+  for (unsigned i = 0; i < 32; i++) rt.pp[0].node[i] = 0;
+  for (unsigned i = 300; i < 310; i++) rt.pp[0].node[i] = 0;
+  tm_handback_check(15 * s);
+  cr_expect_eq(tm_handback_undone(), 32 * 4096, "32 demotions undone within 10 s");
+  /* Asked for more than there is: the 128 older pages up go, not the 32
+   * kept nor the 10 new. */
+  cr_expect_eq(tm_handback_give(0, 4 * MiB, false, 16 * s, &failed), 128 * 4096);
+  cr_expect_eq(rt_pages_on(0, 0), 42);
+  for (unsigned i = 0; i < 32; i++) cr_expect_eq(rt.pp[0].node[i], 0, "page %u kept", i);
+  for (unsigned i = 300; i < 310; i++) cr_expect_eq(rt.pp[0].node[i], 0, "page %u, new, kept", i);
+  /* A hard limit takes the rest. */
+  cr_expect_eq(tm_handback_give(0, 4 * MiB, true, 17 * s, &failed), 42 * 4096);
+  cr_expect_eq(rt_pages_on(0, 0), 0);
+  cr_expect_eq(failed, 0);
+  /* Down for more than 10 s: no more undone. */
+  tm_handback_check(40 * s);
+  cr_expect_eq(tm_handback_undone(), 32 * 4096);
   rt_free(p, 32);
 }
 

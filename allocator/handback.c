@@ -1,0 +1,173 @@
+/* handback: pages the kernel promoted, given back page by page (handback.h). */
+#include "handback.h"
+
+#include <stdatomic.h>
+#include <string.h>
+
+#include "chunkmap.h"
+#include "migrate.h"
+
+#define HB_PAGE 4096u
+#define HB_CHUNKS 512u   /* handed chunks whose pages up are remembered: 1 GiB of them */
+#define HB_RING 4096u    /* pages given back, watched for an undone demotion: 16 MiB */
+#define HB_KEEP 4096u    /* pages kept after an undone demotion (hashed; a power of two) */
+#define HB_PROBE 8u
+
+/* What the last look at a handed chunk found on the tier given back from. */
+static struct {
+  tm_chunk_t *c;
+  tm_migrate_pages_t up;
+} hb_seen[HB_CHUNKS];
+static unsigned hb_nseen, hb_evict;
+
+static struct {
+  uintptr_t page;   /* 0: empty, or settled */
+  uint64_t ns;      /* when it was given back */
+} hb_ring[HB_RING];
+static unsigned hb_head;
+
+static struct {
+  uintptr_t page;
+  uint64_t until;
+} hb_keep[HB_KEEP];
+
+/* Written by the reclaim thread only, read by stats. */
+static _Atomic uint64_t hb_given, hb_undone;
+
+static void hb_add(_Atomic uint64_t *v, uint64_t n)
+{
+  atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
+void tm_handback_reset(void)
+{
+  memset(hb_seen, 0, sizeof hb_seen);
+  memset(hb_ring, 0, sizeof hb_ring);
+  memset(hb_keep, 0, sizeof hb_keep);
+  hb_nseen = hb_evict = hb_head = 0;
+  atomic_store_explicit(&hb_given, 0, memory_order_relaxed);
+  atomic_store_explicit(&hb_undone, 0, memory_order_relaxed);
+}
+
+uint64_t tm_handback_given(void)
+{
+  return atomic_load_explicit(&hb_given, memory_order_relaxed);
+}
+
+uint64_t tm_handback_undone(void)
+{
+  return atomic_load_explicit(&hb_undone, memory_order_relaxed);
+}
+
+static unsigned hb_hash(uintptr_t page)
+{
+  return (unsigned)(((page / HB_PAGE) * 0x9e3779b97f4a7c15ull) >> 40) & (HB_KEEP - 1);
+}
+
+static bool hb_kept(uintptr_t page, uint64_t now)
+{
+  for (unsigned k = 0, h = hb_hash(page); k < HB_PROBE; k++, h = (h + 1) & (HB_KEEP - 1))
+    if (hb_keep[h].page == page) return hb_keep[h].until > now;
+  return false;
+}
+
+static void hb_keep_page(uintptr_t page, uint64_t now)
+{
+  unsigned at = hb_hash(page);
+  for (unsigned k = 0, h = at; k < HB_PROBE; k++, h = (h + 1) & (HB_KEEP - 1))
+    if (hb_keep[h].page == page || hb_keep[h].until <= now) {
+      at = h;
+      break;
+    }
+  hb_keep[at].page = page;
+  hb_keep[at].until = now + TM_HANDBACK_KEEP_NS;
+}
+
+/* c's record, made (the oldest replaced when full) with `up` as its last
+ * look when it had none: a chunk first looked at has no page known recent. */
+static tm_migrate_pages_t *hb_seen_of(tm_chunk_t *c, const tm_migrate_pages_t *up)
+{
+  for (unsigned k = 0; k < hb_nseen; k++)
+    if (hb_seen[k].c == c) return &hb_seen[k].up;
+  unsigned k = hb_nseen < HB_CHUNKS ? hb_nseen++ : hb_evict++ % HB_CHUNKS;
+  hb_seen[k].c = c;
+  hb_seen[k].up = *up;
+  return &hb_seen[k].up;
+}
+
+/* Gives back, of chunk c's pages in *on (on tier t), up to `pages` chosen
+ * as the header says (all of them when `all`). Returns the bytes moved. */
+static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, bool all, uint64_t pages, uint64_t now,
+                              uint64_t *failed)
+{
+  tm_migrate_pages_t *seen = hb_seen_of(c, on), take;
+  memset(&take, 0, sizeof take);
+  uintptr_t a = tm_chunk_addr(c);
+  uint64_t n = 0;
+  for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS && n < pages; w++) {
+    uint64_t cand = all ? on->w[w] : on->w[w] & seen->w[w];   /* up at the last look too: not recent */
+    while (cand && n < pages) {
+      unsigned b = (unsigned)__builtin_ctzll(cand);
+      cand &= cand - 1;
+      uintptr_t page = a + ((uintptr_t)w * 64 + b) * HB_PAGE;
+      if (!all && hb_kept(page, now)) continue;
+      take.w[w] |= 1ull << b;
+      n++;
+    }
+  }
+  tm_migrate_counts_t m = { 0 };
+  if (n > 0 && tm_migrate_give_back(c, &take, &m) != 0) n = 0;
+  /* What is up now is what the next look tells recent pages from. */
+  for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++) seen->w[w] = on->w[w] & ~take.w[w];
+  if (n == 0) return 0;
+  *failed += m.failed;
+  hb_add(&hb_given, m.moved);
+  for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++)   /* those that moved */
+    for (uint64_t bits = take.w[w]; bits; bits &= bits - 1) {
+      hb_ring[hb_head].page = a + ((uintptr_t)w * 64 + (unsigned)__builtin_ctzll(bits)) * HB_PAGE;
+      hb_ring[hb_head].ns = now;
+      hb_head = (hb_head + 1) % HB_RING;
+    }
+  return m.moved;
+}
+
+uint64_t tm_handback_give(unsigned t, uint64_t want, bool hard, uint64_t now, uint64_t *failed)
+{
+  uint64_t done = 0;
+  for (int all = 0; all <= (int)hard && done < want; all++)
+    for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
+      for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
+        tm_chunk_t *c = tm_chunk_of((void *)a);
+        tm_migrate_pages_t on;
+        if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) || tm_chunk_tier(c) <= t ||
+            tm_chunk_bytes(c) == 0 || tm_migrate_pages_on(c, t, &on) != 0)
+          continue;
+        done += hb_give_chunk(c, &on, all, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
+      }
+  return done;
+}
+
+void tm_handback_check(uint64_t now)
+{
+  static void *pages[HB_RING];
+  static unsigned at[HB_RING];
+  static int8_t tier[HB_RING];
+  unsigned n = 0;
+  for (unsigned k = 0; k < HB_RING; k++) {
+    if (hb_ring[k].page == 0) continue;
+    if (now - hb_ring[k].ns > TM_HANDBACK_UNDONE_NS) {
+      hb_ring[k].page = 0;   /* stayed down: a demotion that held */
+      continue;
+    }
+    at[n] = k;
+    pages[n++] = (void *)hb_ring[k].page;
+  }
+  if (n == 0 || tm_migrate_where(pages, (int)n, tier) != 0) return;
+  for (unsigned j = 0; j < n; j++) {
+    tm_chunk_t *c = tm_chunk_of(pages[j]);
+    if (c == NULL || tier[j] < 0 || (unsigned)tier[j] >= tm_chunk_tier(c)) continue;
+    hb_add(&hb_undone, HB_PAGE);
+    hb_keep_page(hb_ring[at[j]].page, now);
+    hb_ring[at[j]].page = 0;
+  }
+}

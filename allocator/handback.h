@@ -1,0 +1,51 @@
+/*
+ * handback: a tier's budget held around the kernel's NUMA balancing.
+ *
+ * A chunk handed to NUMA balancing (reclaim: TIERMALLOC_NUMA_BALANCING=
+ * tiering) keeps its tier; the kernel promotes its hot pages, one by one,
+ * to the tier of the CPUs, where they count. When that tier is over its
+ * limit with none of its own chunks left to demote, this gives such pages
+ * back to their chunks' tier, page by page and only as many as the excess,
+ * the chunks staying handed (taking a chunk back whole, as reclaim did
+ * first, emptied tier 0: on bench/tier-quality's zipfian heap at a 25 %
+ * budget, 117 MiB demoted in 20 s and 0 MiB left on top). The choice:
+ *   - a page given back that the kernel promoted again within
+ *     TM_HANDBACK_UNDONE_NS is a demotion undone: counted (the quality
+ *     signal to drive down), and kept on top for TM_HANDBACK_KEEP_NS;
+ *   - a page the kernel promoted since the last look (up now, not then) is
+ *     kept while older ones are left: it was used within the kernel's last
+ *     scan;
+ *   - older pages go first, the chunks in address order; kept and recent
+ *     ones only when `hard` (a max to hold at once).
+ * One lookup (move_pages, no target) per handed chunk per call, one move
+ * per chunk given back from; the bookkeeping is bounded (HB_* in
+ * handback.c) and allocates nothing. Only the reclaim thread calls these.
+ */
+#ifndef TM_HANDBACK_H
+#define TM_HANDBACK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define TM_HANDBACK_UNDONE_NS (10ull * 1000000000ull)
+#define TM_HANDBACK_KEEP_NS (30ull * 1000000000ull)
+
+/* Moves up to `want` bytes of pages of handed chunks that are on tier t, a
+ * faster tier than their chunks', back to their chunks' tier (see above).
+ * now: CLOCK_MONOTONIC ns. Returns the bytes moved (found there after);
+ * adds the pages asked that did not move to *failed. */
+uint64_t tm_handback_give(unsigned t, uint64_t want, bool hard, uint64_t now, uint64_t *failed);
+
+/* Looks up the pages given back within TM_HANDBACK_UNDONE_NS: each found on
+ * a faster tier than its chunk's again is an undone demotion. One
+ * move_pages call per 512 pages; nothing when none is pending. */
+void tm_handback_check(uint64_t now);
+
+/* Bytes given back, and of those found promoted again, since start-up. */
+uint64_t tm_handback_given(void);
+uint64_t tm_handback_undone(void);
+
+/* Forgets everything (start-up, and a fork's child). */
+void tm_handback_reset(void);
+
+#endif
