@@ -9,8 +9,8 @@
  * version). tiermalloc's chunks are bound with MPOL_PREFERRED_MANY (or
  * MPOL_PREFERRED) without the flag, so NUMA balancing never scans the heap,
  * whatever the mode, unless TIERMALLOC_NUMA_BALANCING=tiering has reclaim
- * hand its chunks below tier 0 over (reclaim.c). Reads files under a root
- * ("" or a fixture tree); never allocates.
+ * hand its chunks below tier 0 over (reclaim_decide.c, reclaim_move.c).
+ * Reads files under a root ("" or a fixture tree); never allocates.
  */
 #ifndef TM_BALANCING_H
 #define TM_BALANCING_H

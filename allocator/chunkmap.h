@@ -53,7 +53,7 @@ typedef struct tm_chunk_s {
 #define TM_CHUNK_SEEN  0x40u  /* the accessed bits saw it at their last read (hotness.h) */
 #define TM_CHUNK_STEADY 0x80u /* ... and at the read before */
 #define TM_CHUNK_HANDED 0x100u /* its policy lets the kernel's NUMA balancing move its pages up
-                                  (reclaim.c); every bind of the chunk's ends it */
+                                  (reclaim_decide.c); every bind of the chunk's ends it */
 
 /* Entries for range i start at tm_chunks + i * tm_chunks_per_range. NULL
  * while the ranges are inactive. */

@@ -31,7 +31,7 @@
  *               first).
  * auto: accessed where /proc/self/clear_refs can be written and smaps read,
  * else commit-age. With either source, a chunk's commit makes it young, and
- * so does a chunk reclaim paged out whose pages came back (reclaim.c).
+ * so does a chunk reclaim paged out whose pages came back (reclaim_measure.c).
  *
  * Times are in units of TM_HOTNESS_TICK_MS, kept in 16 bits: ages beyond
  * TM_HOTNESS_AGE_MAX ticks (about 55 minutes) are all equally old.

@@ -1,6 +1,6 @@
 /*
  * migrate: the mechanism of reclaim, one 2 MiB chunk at a time. Reclaim
- * (reclaim.c) decides which chunks; this moves them and says, from the
+ * (reclaim_decide.c) decides which chunks; this moves them and says, from the
  * kernel's own answer, what really happened.
  *
  * A count is never taken on trust: every page is looked up (move_pages with

@@ -53,6 +53,15 @@
  * Chunks marked TM_CHUNK_KEEP (pinned arenas, start-up metadata) are never
  * moved. Nothing here runs on the malloc fast path; nothing here allocates or
  * calls into jemalloc.
+ *
+ * The files, one job each: reclaim.c runs the pass (the order of its steps,
+ * when one is due, the waits, the stats); reclaim_measure.c says what it
+ * sees (chunks by tier and rank, pages above their chunk's tier, swap);
+ * reclaim_cgroup.c reads the cgroup (its files held open, its limits
+ * watched, the budgets derived again, this process's share of its excess);
+ * reclaim_decide.c decides what moves (how much each tier gives and takes,
+ * which chunks); reclaim_move.c moves it, through migrate.c; and
+ * reclaim_state.h holds what they share.
  */
 #ifndef TM_RECLAIM_H
 #define TM_RECLAIM_H

@@ -510,7 +510,7 @@ Test(budget, tier_of_agrees_with_move_pages_across_the_boundary, .fini = budget_
  * Reclaim finds such pages in numa_maps and moves them to their chunks'
  * tier, so the high holds in pages too. Pages put above without the heap
  * growing below are found by the timed read, whose gap doubles up to 4 s
- * while reads find none (reclaim.c, RC_STRAY_SCAN_MAX_NS), and moved at the
+ * while reads find none (reclaim_measure.c, RC_STRAY_SCAN_MAX_NS), and moved at the
  * same pass: back within 5 s, and the child waits 8. The child puts 40 MiB
  * of tier 1's blocks on tier 0's node itself (move_pages), as that fallback
  * does: a fragmented node cannot be kept fragmented beside the tests that

@@ -827,7 +827,7 @@ RC_TEST(a_burst_past_max_with_a_100ms_idle_period_is_the_same)
 /* TIERMALLOC_TOPTIER_MIN=48M and a hysteresis of 50%: lowering tier 0's high
  * to 64 MiB would demote down to 32 MiB; min stops it at 48. Pageout off:
  * the hysteresis is also the margin under which the whole cgroup counts as
- * near its memory.high (reclaim.c), and 50% of it would page the heap out,
+ * near its memory.high (reclaim_cgroup.c), and 50% of it would page the heap out,
  * tier 0 included (that is not demotion; this test is about demotion). */
 RC_TEST(min_stops_demotion)
 {
