@@ -13,6 +13,7 @@
 #include "budget.h"
 #include "chunkmap.h"
 #include "clock.h"
+#include "handback.h"
 #include "hotness.h"
 #include "kfile.h"
 #include "log.h"
@@ -53,7 +54,8 @@ static void rc_reset(void)
   rc.stray_below = 0;
   rc.stray_own = rc.below_own = 0;
   rc.below = 0;
-  rc.hand = rc.hand_over = false;
+  rc.hand = false;
+  tm_handback_reset();
   rc.hand_read_ns = 0;
   memset(rc.up_from, 0, sizeof rc.up_from);
   memset(rc.up_to, 0, sizeof rc.up_to);
@@ -234,7 +236,7 @@ uint64_t tm_reclaim_pass(void)
     state = TIER_RECLAIM_DEMOTING;
     over = true;   /* look again soon: more may have landed meanwhile */
   }
-  bool tier0_short = false;   /* tier 0 over, with less of its own to move than that */
+  tm_handback_check(now);
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
     rc_room_t room;
@@ -252,14 +254,22 @@ uint64_t tm_reclaim_pass(void)
     if (rc.draining[t] && !rc.drain_read[t]) rc.drain_read[t] = tm_hotness_read_after(rc.drain_tick[t]);
     bool wait = rc.draining[t] && !rc.drain_read[t];
     uint64_t done = rc_act(&s, t, want, room, false, wait ? hard : UINT64_MAX);
+    /* None of its own left to give: the pages of handed chunks the kernel
+     * promoted go back, page by page, as many as the excess (handback.h). */
+    uint64_t left = wait ? (hard > done ? hard - done : 0) : want - done;
+    if (rc.hand && left && rc.up_to[t]) {
+      uint64_t failed = 0, back = tm_handback_give(t, left, hard > done, now, &failed);
+      rc_add(&rc_demoted[t], back);
+      rc_add(&rc_failed[t], failed);
+      rc.up_to[t] -= back < rc.up_to[t] ? back : rc.up_to[t];
+      done += back;
+    }
     if (wait && done < want) rc.want_bits = true;
-    if (t == 0) tier0_short = done < want && !wait;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done && rc_more_now(t, hard > done)) again = true;
     if (done) state = TIER_RECLAIM_DEMOTING;
     atomic_store_explicit(&rc_state, state, memory_order_relaxed);
   }
-  rc.hand_over = rc.hand && tier0_short;
   /* Promotion, from the top down, at RECLAIM_PROMOTE_RATE: after demotion,
    * so a tier over its watermarks never takes more. Not while the kernel
    * promotes handed chunks' pages. */

@@ -311,7 +311,10 @@ unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
  * tier they are on (numa_maps, read at every pass: rc_stray_scan), in the
  * budgets as in the figures, and are not moved back as strays: tier 0 over
  * its limit gives up its own coldest chunks first; only when none is left do
- * the handed chunks' pages above go down (rc.hand_over). tiermalloc's own
+ * the handed chunks' pages above go back, page by page and only as many as
+ * the excess, the chunks staying handed (handback.h). With every node in one
+ * kernel memory tier nothing is handed (the kernel would promote nothing:
+ * tm_balancing_tiers_apart), said once. tiermalloc's own
  * promotion stops meanwhile: the kernel chooses. In the 2tier VM (6.12)
  * the kernel's scanner comes to the handed heap in its first two sequences
  * and then only about every 90 s (a VMA the scanning thread took no hint

@@ -139,8 +139,9 @@ typedef struct {
 } rc_stray_scan_t;
 
 /* A mapping of handed chunks (one policy, so all of one tier, all handed):
- * its pages on faster tiers are counted there (rc.up_*). True when they
- * stay: tier 0 is not over its limit with nothing of its own to give. */
+ * its pages on faster tiers are counted there (rc.up_*). True while the
+ * heap is handed: they stay, and a tier over its limit gives them back page
+ * by page (handback.h); false once it is not, and they go back as strays. */
 static bool rc_stray_handed(const rc_stray_scan_t *k, uintptr_t end)
 {
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
@@ -152,7 +153,7 @@ static bool rc_stray_handed(const rc_stray_scan_t *k, uintptr_t end)
       rc.up_to[u] += k->bytes[u];
       rc.up_from[t] += k->bytes[u];
     }
-    return rc.hand && !rc.hand_over;
+    return rc.hand;
   }
   return false;
 }

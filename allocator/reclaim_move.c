@@ -259,8 +259,18 @@ void rc_hand_update(uint64_t now)
   if (rc.hand_read_ns && now - rc.hand_read_ns < 1000000000ull) return;
   rc.hand_read_ns = now;
   int mode = tm_balancing_mode(rc.root);
-  rc.hand = tm_option(TM_OPTION_NUMA_BALANCING)->num == 1 && !rc.hand_refused && rc.ntiers > 1 && mode > 0 &&
-            (mode & 2) && tm_range_os()->hand != NULL;
+  bool want = tm_option(TM_OPTION_NUMA_BALANCING)->num == 1 && !rc.hand_refused && rc.ntiers > 1 && mode > 0 &&
+              (mode & 2) && tm_range_os()->hand != NULL;
+  /* The kernel's tiering mode promotes only from nodes it ranks below its
+   * top tier: with every node in one kernel memory tier it would promote
+   * nothing, and handed chunks' new pages would go to tier 0's nodes. */
+  bool apart = tm_balancing_tiers_apart(rc.topo) != 0;
+  if (want && !apart && !rc.hand_one_tier_said) {
+    rc.hand_one_tier_said = true;
+    tm_warn("TIERMALLOC_NUMA_BALANCING=tiering: the kernel puts every node in one memory tier, so its tiering mode "
+            "promotes nothing to tier 0; the heap is not handed over, and tiermalloc's own promotion goes on");
+  }
+  rc.hand = want && apart;
   atomic_store_explicit(&rc_handing, rc.hand, memory_order_relaxed);
 }
 

@@ -80,7 +80,7 @@ typedef struct rc_s {
    * rc_hand_update). */
   bool hand;                                   /* on now: the kernel is in its tiering mode */
   bool hand_refused;                           /* the kernel refused the policy: not tried again */
-  bool hand_over;                              /* tier 0 stayed over its limit with none of its own to move */
+  bool hand_one_tier_said;                     /* one kernel memory tier: said once that nothing is handed */
   uint64_t hand_read_ns;                       /* when the mode was last read */
   uint64_t up_from[TIER_MAX_TIERS];            /* bytes of handed tier-t chunks on faster tiers, last read */
   uint64_t up_to[TIER_MAX_TIERS];              /* the same bytes, by the tier they are on */
