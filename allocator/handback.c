@@ -95,17 +95,22 @@ static tm_migrate_pages_t *hb_seen_of(tm_chunk_t *c, const tm_migrate_pages_t *u
   return &hb_seen[k].up;
 }
 
-/* Gives back, of chunk c's pages in *on (on tier t), up to `pages` chosen
- * as the header says (all of them when `all`). Returns the bytes moved. */
-static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, bool all, uint64_t pages, uint64_t now,
+/* Which pages a walk gives back (handback.h): those promoted since the last
+ * look, then the older ones, then (a hard limit) the kept ones too. */
+enum { HB_RECENT, HB_OLDER, HB_ALL };
+
+/* Gives back, of chunk c's pages in *on (on tier t), up to `pages` of the
+ * kind `which`. Returns the bytes moved. */
+static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, int which, uint64_t pages, uint64_t now,
                               uint64_t *failed)
 {
   tm_migrate_pages_t *seen = hb_seen_of(c, on), take;
   memset(&take, 0, sizeof take);
   uintptr_t a = tm_chunk_addr(c);
   uint64_t n = 0;
+  const bool all = which == HB_ALL;
   for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS && n < pages; w++) {
-    uint64_t cand = all ? on->w[w] : on->w[w] & seen->w[w];   /* up at the last look too: not recent */
+    uint64_t cand = all ? on->w[w] : which == HB_RECENT ? on->w[w] & ~seen->w[w] : on->w[w] & seen->w[w];
     while (cand && n < pages) {
       unsigned b = (unsigned)__builtin_ctzll(cand);
       cand &= cand - 1;
@@ -134,7 +139,7 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, bool 
 uint64_t tm_handback_give(unsigned t, uint64_t want, bool hard, uint64_t now, uint64_t *failed)
 {
   uint64_t done = 0;
-  for (int all = 0; all <= (int)hard && done < want; all++)
+  for (int which = HB_RECENT; which <= (hard ? HB_ALL : HB_OLDER) && done < want; which++)
     for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
       for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);
@@ -142,7 +147,7 @@ uint64_t tm_handback_give(unsigned t, uint64_t want, bool hard, uint64_t now, ui
         if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) || tm_chunk_tier(c) <= t ||
             tm_chunk_bytes(c) == 0 || tm_migrate_pages_on(c, t, &on) != 0)
           continue;
-        done += hb_give_chunk(c, &on, all, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
+        done += hb_give_chunk(c, &on, which, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
       }
   return done;
 }

@@ -7,16 +7,20 @@
  * limit with none of its own chunks left to demote, this gives such pages
  * back to their chunks' tier, page by page and only as many as the excess,
  * the chunks staying handed (taking a chunk back whole, as reclaim did
- * first, emptied tier 0: on bench/tier-quality's zipfian heap at a 25 %
- * budget, 117 MiB demoted in 20 s and 0 MiB left on top). The choice:
+ * first, emptied tier 0: on bench/tier-quality's zipfian heap, 128 MiB at a
+ * 25 % budget, 117 MiB demoted in 20 s, none left on top, 0.06 of the
+ * accesses served there). The choice, by what the kernel did:
  *   - a page given back that the kernel promoted again within
  *     TM_HANDBACK_UNDONE_NS is a demotion undone: counted (the quality
  *     signal to drive down), and kept on top for TM_HANDBACK_KEEP_NS;
- *   - a page the kernel promoted since the last look (up now, not then) is
- *     kept while older ones are left: it was used within the kernel's last
- *     scan;
- *   - older pages go first, the chunks in address order; kept and recent
- *     ones only when `hard` (a max to hold at once).
+ *   - the pages promoted since the last look go first, older ones after:
+ *     the kernel promotes a page on a hint fault soon after its scan, so
+ *     the hottest come up first and what it adds later is colder (on that
+ *     heap, oldest first kept 0.24 of the accesses on top, newest first
+ *     0.48, at 30 MiB against a budget of 32);
+ *   - the kept ones only when `hard` (a max to hold at once).
+ * There is no finer signal to rank them by: the accessed bits are read per
+ * VMA, and handed chunks merge into one.
  * One lookup (move_pages, no target) per handed chunk per call, one move
  * per chunk given back from; the bookkeeping is bounded (HB_* in
  * handback.c) and allocates nothing. Only the reclaim thread calls these.
