@@ -60,8 +60,10 @@
  * reclaim_cgroup.c reads the cgroup (its files held open, its limits
  * watched, the budgets derived again, this process's share of its excess);
  * reclaim_decide.c decides what moves (how much each tier gives and takes,
- * which chunks); reclaim_move.c moves it, through migrate.c; and
- * reclaim_state.h holds what they share.
+ * which chunks); reclaim_move.c moves it, through migrate.c, and
+ * handback.c gives back, page by page, what the kernel's NUMA balancing
+ * promoted of handed chunks; reclaim_state.h holds what they share
+ * (RC_REFRESH and RC_REFRESH_POLLED are reclaim_cgroup.c's).
  */
 #ifndef TM_RECLAIM_H
 #define TM_RECLAIM_H

@@ -37,7 +37,10 @@ int tier_count(void);
  * asked the kernel to put the pages on (its current tier), which can differ
  * from the tier whose address range holds p (its home tier) when the chunk
  * was spilled to another tier; or tier 0 for a 64 KiB piece of the chunk
- * that reclaim moved up on its own (a hot piece of a colder chunk). Where the pages actually are is measured by
+ * that reclaim moved up on its own (a hot piece of a colder chunk). For a
+ * chunk handed to the kernel's NUMA balancing (TIERMALLOC_NUMA_BALANCING=
+ * tiering), which moves its pages one by one, the tier p's page is on: one
+ * move_pages call. Where the pages actually are is measured by
  * tier_stats_get (resident). */
 int tier_of(const void *p);
 

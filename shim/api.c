@@ -8,6 +8,7 @@
 #include "hint.h"
 #include "je.h"
 #include "live.h"
+#include "migrate.h"
 #include "range.h"
 #include "shim.h"
 #include "startup.h"
@@ -24,7 +25,13 @@ TM_EXPORT int tier_count(void)
 
 TM_EXPORT int tier_of(const void *p)
 {
-  const tm_chunk_t *c = tm_chunk_of(p);
+  tm_chunk_t *c = tm_chunk_of(p);
+  int8_t on;
+  void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+  /* A handed chunk's page may be where the kernel's NUMA balancing put it. */
+  if (c != NULL && (atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) &&
+      tm_migrate_where(&page, 1, &on) == 0 && on >= 0)
+    return on;
   if (c != NULL) return (int)tm_chunk_tier_at(c, p);
   unsigned i = tm_range_index(p);   /* no chunk map: the home tier */
   return i == TM_RANGE_OTHER ? TIER_NONE : (int)i;

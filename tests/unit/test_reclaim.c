@@ -662,6 +662,48 @@ Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_first_undone_k
   rt_free(p, 32);
 }
 
+/* In a pass: tier 0 over its max by pages the kernel promoted, with no
+ * chunk of its own to give, gives back just the excess of them, page by
+ * page; the chunk stays handed on its tier, and the stats count it. */
+Test(reclaim, a_pass_over_max_by_promoted_pages_gives_back_the_excess_page_by_page)
+{
+  void *p[16];
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=512K", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
+  rt_limits(env);
+  rt_fill(p, 16);   /* no chunk fits under tier 0's max: all on tier 1 */
+  tm_reclaim_pass();
+  tm_chunk_t *c = NULL;
+  for (int k = 0; k < 16 && !c; k++)
+    if (atomic_load(&tm_chunk_of(p[k])->flags) & TM_CHUNK_HANDED) c = tm_chunk_of(p[k]);
+  cr_assert_not_null(c, "a handed chunk");
+  cr_assert_eq(tm_policy_used(0), 0, "tier 0 has nothing of its own");
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
+      if (atomic_load(&tm_chunk_of((void *)a)->flags) & TM_CHUNK_HANDED) rt.node[rt_index((void *)a)] = 1;
+  rt.pp[0].c = c;
+  rt.npp = 1;
+  for (unsigned i = 0; i < 512; i++) rt.pp[0].node[i] = i < 256 ? 0 : 1;   /* 1 MiB promoted */
+  rt.push_works = true;
+  char maps[256];
+  snprintf(maps, sizeof maps, "%lx prefer (many)=static|balancing:0-1 anon=512 dirty=512 N0=256 N1=256 "
+           "kernelpagesize_kB=4\n", (unsigned long)tm_chunk_addr(c));
+  tmptree_put("proc/self/numa_maps", maps);
+  rt_limits(env);
+  tm_reclaim_pass();
+  int up = rt_pages_on(0, 0);
+  cr_expect_leq(up * 4096, 512 * 1024, "%d pages still on node0: above tier 0's max of 512 KiB", up);
+  cr_expect_geq(up * 4096, 512 * 1024 - 64 * 1024, "%d pages still on node0: more than the excess given back", up);
+  cr_expect_eq(tm_chunk_tier(c), 1);
+  cr_expect(atomic_load(&c->flags) & TM_CHUNK_HANDED, "still handed");
+  tier_stats_t st;
+  memset(&st, 0, sizeof st);
+  tm_reclaim_stats(&st);
+  cr_expect_eq(st.tier[0].reclaim.demoted, (uint64_t)(256 - up) * 4096, "counted as demoted from tier 0");
+  cr_expect_eq(tm_handback_given(), (uint64_t)(256 - up) * 4096);
+  rt_free(p, 16);
+}
+
 /* The first chunk on tier 1 that holds one of the n blocks at p[] whole;
  * NULL if none. */
 static tm_chunk_t *rt_tier1_chunk(void **p, int n)

@@ -141,8 +141,11 @@ static unsigned nb_handed(void)
 
 static void nb_where(void)
 {
-  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 };
-  for (size_t i = 0; i < NB_OBJS; i++) vm_pages_by_node(nb_obj[i], 4096, i % NB_HOT_EVERY ? cold : hot);
+  size_t hot[VM_MAX_NODES] = { 0 }, cold[VM_MAX_NODES] = { 0 }, tierof0 = 0;
+  for (size_t i = 0; i < NB_OBJS; i++) {
+    vm_pages_by_node(nb_obj[i], 4096, i % NB_HOT_EVERY ? cold : hot);
+    tierof0 += i % NB_HOT_EVERY == 0 && tier_of(nb_obj[i]) == 0;
+  }
   uint64_t maps[VM_MAX_NODES] = { 0 };
   vm_numa_maps_bytes(0, 1, maps);
   tier_stats_t s;
@@ -153,9 +156,11 @@ static void nb_where(void)
     if (cold[n]) printf(" coldN%d=%zu", n, cold[n]);
     if (maps[n]) printf(" mapsN%d=%llu", n, (unsigned long long)maps[n]);
   }
-  printf(" handed=%u heap=%u state=%u used0=%llu res0=%llu demoted0=%llu\n", nb_handed(), s.numa_balancing_heap,
-         s.reclaim_state, (unsigned long long)s.tier[0].used, (unsigned long long)s.tier[0].resident,
-         (unsigned long long)s.tier[0].reclaim.demoted);
+  printf(" tierof0=%zu handed=%u heap=%u state=%u used0=%llu res0=%llu demoted0=%llu given=%llu undone=%llu\n", tierof0,
+         nb_handed(),
+         s.numa_balancing_heap, s.reclaim_state, (unsigned long long)s.tier[0].used,
+         (unsigned long long)s.tier[0].resident, (unsigned long long)s.tier[0].reclaim.demoted,
+         (unsigned long long)s.handed_given_back, (unsigned long long)s.handed_undone);
   fflush(stdout);
 }
 
@@ -215,31 +220,59 @@ static const char *nb_where_now(void)
   return vm_proc_ask(&nb_child, "where", "where ", 60000);
 }
 
+/* With the reclaim lock held and NUMA balancing in tiering mode, the child
+ * started with TIERMALLOC_NUMA_BALANCING=tiering and a top-tier high of
+ * high_mib, and ready. Returns the lock's descriptor. */
+static int nb_start(int high_mib)
+{
+  int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
+  cr_assert_geq(lock_fd, 0);
+  cr_assert_eq(vm_read_file(NB_SYSCTL, nb_was, sizeof nb_was), 0);
+  vm_write_file(NB_SYSCTL, "2");
+  char high[48];
+  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%dM", high_mib);
+  char *env[] = { "VMTEST_NB=child", "TIERMALLOC_NUMA_BALANCING=tiering", high, NULL };
+  char *argv[] = { (char *)vm_self(), NULL };
+  vm_spawn(&nb_child, argv, env, NULL, VM_SPAWN_STDERR);
+  cr_assert_not_null(vm_proc_expect(&nb_child, "ready", 120000), "%s", nb_child.buf);
+  return lock_fd;
+}
+
+/* 20 s of "where", every 2 s: the most of the heap on node `top` from 10 s
+ * on, the most mappings handed and hot pages on `top` at any; returns the
+ * last answer. */
+static const char *nb_watch(int top, long long *worst, long long *handed, long long *hot)
+{
+  const char *l = NULL;
+  *worst = *handed = *hot = 0;
+  for (int i = 0; i < 10; i++) {
+    sleep(2);
+    l = nb_where_now();
+    if (i >= 4 && nb_node(l, "maps", top) > *worst) *worst = nb_node(l, "maps", top);
+    if (nb_kv(l, "handed") > *handed) *handed = nb_kv(l, "handed");
+    if (nb_node(l, "hot", top) > *hot) *hot = nb_node(l, "hot", top);
+  }
+  return l;
+}
+
+/* The child ends, its whole heap checked. */
+static void nb_end(void)
+{
+  const char *l = vm_proc_end(&nb_child, "check ", 120000);
+  cr_expect_eq(nb_kv(l, "bad"), 0, "the heap changed:\n%s", nb_child.buf);
+  cr_expect_eq(vm_proc_wait(&nb_child), 0, "%s", nb_child.buf);
+}
+
 Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_and_holds_the_high,
      .fini = nb_fini, .timeout = 240)
 {
   const vm_topology_t *topo = vm_topology();
   if (topo->ntiers != 2) cr_skip_test("%s: the test is for two tiers, node0 with the CPUs on top", topo->name);
   int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
-  int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
-  cr_assert_geq(lock_fd, 0);
-  cr_assert_eq(vm_read_file(NB_SYSCTL, nb_was, sizeof nb_was), 0);
-  vm_write_file(NB_SYSCTL, "2");
-  char high[48];
-  snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%dM", NB_HIGH_MIB);
-  char *env[] = { "VMTEST_NB=child", "TIERMALLOC_NUMA_BALANCING=tiering", high, NULL };
-  char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&nb_child, argv, env, NULL, VM_SPAWN_STDERR);
-  cr_assert_not_null(vm_proc_expect(&nb_child, "ready", 120000), "%s", nb_child.buf);
+  int lock_fd = nb_start(NB_HIGH_MIB);
   const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
-  long long worst = 0, handed = 0;
-  const char *l = NULL;
-  for (int i = 0; i < 10; i++) {   /* 20 s */
-    sleep(2);
-    l = nb_where_now();
-    if (i >= 4 && nb_node(l, "maps", top) > worst) worst = nb_node(l, "maps", top);
-    if (nb_kv(l, "handed") > handed) handed = nb_kv(l, "handed");
-  }
+  long long worst, handed, best_hot;
+  const char *l = nb_watch(top, &worst, &handed, &best_hot);
   bool one = nb_one_kernel_tier(topo);
   if (one) {
     /* Nothing to hand: the kernel would promote nothing. Said once. */
@@ -254,6 +287,11 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
     cr_expect_eq(nb_kv(l, "heap"), 1, "%s: the stats say the heap is handed to NUMA balancing:\n%s", topo->name,
                  nb_child.buf);
   }
+  /* tier_of says where the kernel put them: the hot objects tier_of puts on
+   * tier 0 against move_pages' count (read one after the other). */
+  long long tierof0 = nb_kv(l, "tierof0"), hot0 = nb_node(l, "hot", top);
+  cr_expect(tierof0 * 20 >= hot0 * 19 && tierof0 * 20 <= hot0 * 21 + 20,
+            "%s: tier_of puts %lld hot objects on tier 0, move_pages %lld:\n%s", topo->name, tierof0, hot0, nb_child.buf);
   /* Counted where they are: the stats' tier 0 against numa_maps' node0. */
   long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
   cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
@@ -277,7 +315,43 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   nb_was[0] = '\0';
   flock(lock_fd, LOCK_UN);
   close(lock_fd);
-  l = vm_proc_end(&nb_child, "check ", 120000);
-  cr_expect_eq(nb_kv(l, "bad"), 0, "the heap changed:\n%s", nb_child.buf);
-  cr_expect_eq(vm_proc_wait(&nb_child), 0, "%s", nb_child.buf);
+  nb_end();
+}
+
+/* The same heap under a high below its hot set (4 MiB against 8): once the
+ * kernel's promotions put tier 0 over it and none of tier 0's own chunks is
+ * left, reclaim gives back the pages it promoted, page by page, only the
+ * excess: the heap stays handed, tier 0 within the high (its hysteresis
+ * and a chunk in flight) at every sample after the first 10 s, the stats
+ * count what went back, and no data changes. */
+#define NB_TIGHT_MIB 4
+
+Test(balancing, tiering_under_a_high_below_the_hot_set_gives_back_promoted_pages_one_by_one, .fini = nb_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  if (topo->ntiers != 2 || nb_one_kernel_tier(topo))
+    cr_skip_test("%s: the kernel's tiering mode promotes from a lower kernel memory tier; two tiers apart needed",
+                 topo->name);
+  int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
+  int lock_fd = nb_start(NB_TIGHT_MIB);
+  const long long limit = (long long)NB_TIGHT_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
+  long long worst, handed, best_hot;
+  const char *l = nb_watch(top, &worst, &handed, &best_hot);
+  long long given = nb_kv(l, "given"), undone = nb_kv(l, "undone");
+  cr_expect_gt(nb_kv(l, "handed"), 0, "%s: the heap is no longer handed:\n%s", topo->name, nb_child.buf);
+  cr_expect_eq(nb_kv(l, "heap"), 1, "%s: the stats say the heap is not handed:\n%s", topo->name, nb_child.buf);
+  cr_expect_gt(given, 0, "%s: nothing given back, yet the hot set is twice the high:\n%s", topo->name, nb_child.buf);
+  cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst after 10 s, high %d MiB:\n%s",
+                topo->name, (double)worst / VM_MIB, top, NB_TIGHT_MIB, nb_child.buf);
+  long long hot = nb_node(l, "hot", top), hot_all = hot + nb_node(l, "hot", below);
+  cr_log_info("%s: high %d MiB under a hot set of 8: %lld of %lld hot pages on node%d at the end (at most %lld); "
+              "heap there at most %.1f MiB after 10 s; %.1f MiB given back, %.1f MiB of it promoted again within 10 s",
+              topo->name, NB_TIGHT_MIB, hot, hot_all, top, best_hot, (double)worst / VM_MIB, (double)given / VM_MIB,
+              (double)undone / VM_MIB);
+  vm_write_file(NB_SYSCTL, nb_was);
+  nb_was[0] = '\0';
+  flock(lock_fd, LOCK_UN);
+  close(lock_fd);
+  nb_end();
 }
