@@ -96,7 +96,7 @@ static tm_migrate_pages_t *hb_seen_of(tm_chunk_t *c, const tm_migrate_pages_t *u
 }
 
 /* Which pages a walk gives back (handback.h): those promoted since the last
- * look, then the older ones, then (a hard limit) the kept ones too. */
+ * look, then the older ones, then the kept ones too. */
 enum { HB_RECENT, HB_OLDER, HB_ALL };
 
 /* Gives back, of chunk c's pages in *on (on tier t), up to `pages` of the
@@ -136,10 +136,10 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, int w
   return m.moved;
 }
 
-uint64_t tm_handback_give(unsigned t, uint64_t want, bool hard, uint64_t now, uint64_t *failed)
+uint64_t tm_handback_give(unsigned t, uint64_t want, uint64_t now, uint64_t *failed)
 {
   uint64_t done = 0;
-  for (int which = HB_RECENT; which <= (hard ? HB_ALL : HB_OLDER) && done < want; which++)
+  for (int which = HB_RECENT; which <= HB_ALL && done < want; which++)
     for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
       for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
         tm_chunk_t *c = tm_chunk_of((void *)a);

@@ -258,7 +258,7 @@ uint64_t tm_reclaim_pass(void)
      * promoted go back, page by page, as many as the excess (handback.h). */
     uint64_t left = wait ? (hard > done ? hard - done : 0) : want - done;
     if (rc.hand && left && rc.up_to[t]) {
-      uint64_t failed = 0, back = tm_handback_give(t, left, hard > done, now, &failed);
+      uint64_t failed = 0, back = tm_handback_give(t, left, now, &failed);
       rc_add(&rc_demoted[t], back);
       rc_add(&rc_failed[t], failed);
       rc.up_to[t] -= back < rc.up_to[t] ? back : rc.up_to[t];

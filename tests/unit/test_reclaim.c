@@ -603,9 +603,9 @@ static int rt_pages_on(int k, int n)
 /* The pages of a handed chunk the kernel promoted go back down one by one
  * (handback.h): only as many as asked, the chunk staying handed on its
  * tier; a page given back and promoted again within 10 s is an undone
- * demotion, counted and kept on top; pages promoted since the last look go
- * before older ones; a hard limit takes the kept ones too. */
-Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_first_undone_kept)
+ * demotion, counted and given back last; pages promoted since the last
+ * look go before older ones. */
+Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_first_undone_last)
 {
   void *p[32];
   tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
@@ -631,7 +631,7 @@ Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_first_undone_k
   for (unsigned i = 0; i < tm_ranges.n; i++)
     for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE)
       if (atomic_load(&tm_chunk_of((void *)a)->flags) & TM_CHUNK_HANDED) rt.node[rt_index((void *)a)] = 1;
-  cr_expect_eq(tm_handback_give(0, 128 * 4096, false, 10 * s, &failed), 128 * 4096);
+  cr_expect_eq(tm_handback_give(0, 128 * 4096, 10 * s, &failed), 128 * 4096);
   cr_expect_eq(rt_pages_on(0, 0), 128, "128 pages given back, 128 still up");
   cr_expect_eq(rt.pp[0].node[0], 1, "the first first");
   cr_expect_eq(tm_chunk_tier(c), 1);
@@ -645,15 +645,14 @@ Test(reclaim, pages_the_kernel_promoted_go_back_one_by_one_newest_first_undone_k
   /* The pages promoted since the last look go first (the kernel promotes
    * the hottest first: on bench/tier-quality's zipfian heap giving back
    * the oldest first kept 0.24 of the accesses on top, the newest 0.48). */
-  cr_expect_eq(tm_handback_give(0, 10 * 4096, false, 16 * s, &failed), 10 * 4096);
+  cr_expect_eq(tm_handback_give(0, 10 * 4096, 16 * s, &failed), 10 * 4096);
   for (unsigned i = 300; i < 310; i++) cr_expect_eq(rt.pp[0].node[i], 1, "page %u, the newest, given back", i);
-  /* Asked for more than there is: the 128 older pages up go, not the 32
-   * kept. */
-  cr_expect_eq(tm_handback_give(0, 4 * MiB, false, 16 * s, &failed), 128 * 4096);
+  /* Then the 128 older pages up, before the 32 kept. */
+  cr_expect_eq(tm_handback_give(0, 128 * 4096, 16 * s, &failed), 128 * 4096);
   cr_expect_eq(rt_pages_on(0, 0), 32);
   for (unsigned i = 0; i < 32; i++) cr_expect_eq(rt.pp[0].node[i], 0, "page %u kept", i);
-  /* A hard limit takes the rest. */
-  cr_expect_eq(tm_handback_give(0, 4 * MiB, true, 17 * s, &failed), 32 * 4096);
+  /* The kept ones go last, but they go: the limit is held. */
+  cr_expect_eq(tm_handback_give(0, 4 * MiB, 17 * s, &failed), 32 * 4096);
   cr_expect_eq(rt_pages_on(0, 0), 0);
   cr_expect_eq(failed, 0);
   /* Down for more than 10 s: no more undone. */
