@@ -31,6 +31,16 @@ static struct {
   uint64_t until;
 } hb_keep[HB_KEEP];
 
+/* The handed chunks a call looks at, at most HB_LOOKS (one move_pages
+ * lookup of 512 pages each), from where the last call stopped: walking a
+ * 512 MiB heap's every handed chunk at each pass of a drain took 14 s of
+ * the reclaim thread's CPU in 75 s under TCG (bench/tier-quality, 10 %). */
+#define HB_LOOKS 64u
+static struct {
+  unsigned range;
+  uintptr_t at;   /* offset of the next chunk to look at in the range */
+} hb_cursor;
+
 /* Written by the reclaim thread only, read by stats. */
 static _Atomic uint64_t hb_given, hb_undone;
 
@@ -45,6 +55,8 @@ void tm_handback_reset(void)
   memset(hb_ring, 0, sizeof hb_ring);
   memset(hb_keep, 0, sizeof hb_keep);
   hb_nseen = hb_evict = hb_head = 0;
+  hb_cursor.range = 0;
+  hb_cursor.at = 0;
   atomic_store_explicit(&hb_given, 0, memory_order_relaxed);
   atomic_store_explicit(&hb_undone, 0, memory_order_relaxed);
 }
@@ -100,8 +112,8 @@ static tm_migrate_pages_t *hb_seen_of(tm_chunk_t *c, const tm_migrate_pages_t *u
 enum { HB_RECENT, HB_OLDER, HB_ALL };
 
 /* Gives back, of chunk c's pages in *on (on tier t), up to `pages` of the
- * kind `which`. Returns the bytes moved. */
-static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, int which, uint64_t pages, uint64_t now,
+ * kind `which`, and takes those moved out of *on. Returns the bytes moved. */
+static uint64_t hb_give_chunk(tm_chunk_t *c, tm_migrate_pages_t *on, int which, uint64_t pages, uint64_t now,
                               uint64_t *failed)
 {
   tm_migrate_pages_t *seen = hb_seen_of(c, on), take;
@@ -123,7 +135,7 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, int w
   tm_migrate_counts_t m = { 0 };
   if (n > 0 && tm_migrate_give_back(c, &take, &m) != 0) n = 0;
   /* What is up now is what the next look tells recent pages from. */
-  for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++) seen->w[w] = on->w[w] & ~take.w[w];
+  for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++) seen->w[w] = on->w[w] &= ~take.w[w];
   if (n == 0) return 0;
   *failed += m.failed;
   hb_add(&hb_given, m.moved);
@@ -138,17 +150,27 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, const tm_migrate_pages_t *on, int w
 
 uint64_t tm_handback_give(unsigned t, uint64_t want, uint64_t now, uint64_t *failed)
 {
+  static tm_chunk_t *look[HB_LOOKS];
+  static tm_migrate_pages_t on[HB_LOOKS];
+  unsigned n = 0;
+  uint64_t chunks = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++) chunks += (tm_range_end(i) - tm_range_lo(i)) >> TM_CHUNK_SHIFT;
+  for (uint64_t k = 0; k < chunks && n < HB_LOOKS; k++) {
+    while (hb_cursor.range >= tm_ranges.n ||
+           tm_range_lo(hb_cursor.range) + hb_cursor.at >= tm_range_end(hb_cursor.range)) {
+      hb_cursor.at = 0;
+      hb_cursor.range = hb_cursor.range + 1 < tm_ranges.n ? hb_cursor.range + 1 : 0;
+    }
+    tm_chunk_t *c = tm_chunk_of((void *)(tm_range_lo(hb_cursor.range) + hb_cursor.at));
+    hb_cursor.at += TM_CHUNK_SIZE;
+    if ((atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) && tm_chunk_tier(c) > t &&
+        tm_chunk_bytes(c) != 0 && tm_migrate_pages_on(c, t, &on[n]) == 0)
+      look[n++] = c;
+  }
   uint64_t done = 0;
   for (int which = HB_RECENT; which <= HB_ALL && done < want; which++)
-    for (unsigned i = 0; i < tm_ranges.n && done < want; i++)
-      for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i) && done < want; a += TM_CHUNK_SIZE) {
-        tm_chunk_t *c = tm_chunk_of((void *)a);
-        tm_migrate_pages_t on;
-        if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) || tm_chunk_tier(c) <= t ||
-            tm_chunk_bytes(c) == 0 || tm_migrate_pages_on(c, t, &on) != 0)
-          continue;
-        done += hb_give_chunk(c, &on, which, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
-      }
+    for (unsigned k = 0; k < n && done < want; k++)
+      done += hb_give_chunk(look[k], &on[k], which, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
   return done;
 }
 

@@ -26,9 +26,10 @@
  *     the undone count says how many.
  * There is no finer signal to rank them by: the accessed bits are read per
  * VMA, and handed chunks merge into one.
- * One lookup (move_pages, no target) per handed chunk per call, one move
- * per chunk given back from; the bookkeeping is bounded (HB_* in
- * handback.c) and allocates nothing. Only the reclaim thread calls these.
+ * A call looks at 64 handed chunks at most (a move_pages lookup each), from
+ * where the last one stopped, and moves pages with one call per chunk given
+ * back from; the bookkeeping is bounded (HB_* in handback.c) and allocates
+ * nothing. Only the reclaim thread calls these.
  */
 #ifndef TM_HANDBACK_H
 #define TM_HANDBACK_H
