@@ -177,7 +177,8 @@ long long vm_json_num(const char *from, const char *key);
 
 /* The burst tests (test_reclaim.c) time reclaim's reaction in hundreds of
  * ms. Under TCG the guest runs on one host thread, and a program beside
- * them slowed it fourfold (2.2 s against 0.6, flat, 12-07). They hold this
+ * them slowed it fourfold (2.2 s against 0.6, flat, 12-07). They, and the
+ * hotness tests (a hot set read in a window of the accessed bits), hold this
  * lock alone; the tests that run heavy programs without VM_RECLAIM_LOCK
  * (live, preload, resident, thp) hold it shared. */
 #define VM_QUIET_LOCK "/tmp/vmtest-quiet.lock"
