@@ -10,7 +10,7 @@
 #define HB_PAGE 4096u
 #define HB_CHUNKS 512u   /* handed chunks whose pages up are remembered: 1 GiB of them */
 #define HB_RING 4096u    /* pages given back, watched for an undone demotion: 16 MiB */
-#define HB_KEEP 4096u    /* pages kept after an undone demotion (hashed; a power of two) */
+#define HB_LAST 4096u    /* pages given back last after an undone demotion (hashed; a power of two) */
 #define HB_PROBE 8u
 
 /* What the last look at a handed chunk found on the tier given back from. */
@@ -29,7 +29,7 @@ static unsigned hb_head;
 static struct {
   uintptr_t page;
   uint64_t until;
-} hb_keep[HB_KEEP];
+} hb_last[HB_LAST];
 
 /* The handed chunks a call looks at, at most HB_LOOKS (one move_pages
  * lookup of 512 pages each), from where the last call stopped: walking a
@@ -53,7 +53,7 @@ void tm_handback_reset(void)
 {
   memset(hb_seen, 0, sizeof hb_seen);
   memset(hb_ring, 0, sizeof hb_ring);
-  memset(hb_keep, 0, sizeof hb_keep);
+  memset(hb_last, 0, sizeof hb_last);
   hb_nseen = hb_evict = hb_head = 0;
   hb_cursor.range = 0;
   hb_cursor.at = 0;
@@ -73,26 +73,26 @@ uint64_t tm_handback_undone(void)
 
 static unsigned hb_hash(uintptr_t page)
 {
-  return (unsigned)(((page / HB_PAGE) * 0x9e3779b97f4a7c15ull) >> 40) & (HB_KEEP - 1);
+  return (unsigned)(((page / HB_PAGE) * 0x9e3779b97f4a7c15ull) >> 40) & (HB_LAST - 1);
 }
 
-static bool hb_kept(uintptr_t page, uint64_t now)
+static bool hb_goes_last(uintptr_t page, uint64_t now)
 {
-  for (unsigned k = 0, h = hb_hash(page); k < HB_PROBE; k++, h = (h + 1) & (HB_KEEP - 1))
-    if (hb_keep[h].page == page) return hb_keep[h].until > now;
+  for (unsigned k = 0, h = hb_hash(page); k < HB_PROBE; k++, h = (h + 1) & (HB_LAST - 1))
+    if (hb_last[h].page == page) return hb_last[h].until > now;
   return false;
 }
 
-static void hb_keep_page(uintptr_t page, uint64_t now)
+static void hb_put_last(uintptr_t page, uint64_t now)
 {
   unsigned at = hb_hash(page);
-  for (unsigned k = 0, h = at; k < HB_PROBE; k++, h = (h + 1) & (HB_KEEP - 1))
-    if (hb_keep[h].page == page || hb_keep[h].until <= now) {
+  for (unsigned k = 0, h = at; k < HB_PROBE; k++, h = (h + 1) & (HB_LAST - 1))
+    if (hb_last[h].page == page || hb_last[h].until <= now) {
       at = h;
       break;
     }
-  hb_keep[at].page = page;
-  hb_keep[at].until = now + TM_HANDBACK_KEEP_NS;
+  hb_last[at].page = page;
+  hb_last[at].until = now + TM_HANDBACK_LAST_NS;
 }
 
 /* c's record, made (the oldest replaced when full) with `up` as its last
@@ -108,13 +108,13 @@ static tm_migrate_pages_t *hb_seen_of(tm_chunk_t *c, const tm_migrate_pages_t *u
 }
 
 /* Which pages a walk gives back (handback.h): those promoted since the last
- * look, then the older ones, then the kept ones too. */
+ * look, then the older ones, then those given back last (undone lately). */
 enum { HB_RECENT, HB_OLDER, HB_ALL };
 
 /* Gives back, of chunk c's pages in *on (on tier t), up to `pages` of the
  * kind `which`, and takes those moved out of *on. Returns the bytes moved. */
-static uint64_t hb_give_chunk(tm_chunk_t *c, tm_migrate_pages_t *on, int which, uint64_t pages, uint64_t now,
-                              uint64_t *failed)
+static uint64_t hb_give_chunk(tm_chunk_t *c, unsigned t, tm_migrate_pages_t *on, int which, uint64_t pages,
+                              uint64_t now, uint64_t *failed)
 {
   tm_migrate_pages_t *seen = hb_seen_of(c, on), take;
   memset(&take, 0, sizeof take);
@@ -127,13 +127,13 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, tm_migrate_pages_t *on, int which, 
       unsigned b = (unsigned)__builtin_ctzll(cand);
       cand &= cand - 1;
       uintptr_t page = a + ((uintptr_t)w * 64 + b) * HB_PAGE;
-      if (!all && hb_kept(page, now)) continue;
+      if (!all && hb_goes_last(page, now)) continue;
       take.w[w] |= 1ull << b;
       n++;
     }
   }
   tm_migrate_counts_t m = { 0 };
-  if (n > 0 && tm_migrate_give_back(c, &take, &m) != 0) n = 0;
+  if (n > 0 && tm_migrate_give_back(c, t, &take, &m) != 0) n = 0;
   /* What is up now is what the next look tells recent pages from. */
   for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++) seen->w[w] = on->w[w] &= ~take.w[w];
   if (n == 0) return 0;
@@ -170,7 +170,7 @@ uint64_t tm_handback_give(unsigned t, uint64_t want, uint64_t now, uint64_t *fai
   uint64_t done = 0;
   for (int which = HB_RECENT; which <= HB_ALL && done < want; which++)
     for (unsigned k = 0; k < n && done < want; k++)
-      done += hb_give_chunk(look[k], &on[k], which, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
+      done += hb_give_chunk(look[k], t, &on[k], which, (want - done + HB_PAGE - 1) / HB_PAGE, now, failed);
   return done;
 }
 
@@ -194,7 +194,7 @@ void tm_handback_check(uint64_t now)
     tm_chunk_t *c = tm_chunk_of(pages[j]);
     if (c == NULL || tier[j] < 0 || (unsigned)tier[j] >= tm_chunk_tier(c)) continue;
     hb_add(&hb_undone, HB_PAGE);
-    hb_keep_page(hb_ring[at[j]].page, now);
+    hb_put_last(hb_ring[at[j]].page, now);
     hb_ring[at[j]].page = 0;
   }
 }

@@ -12,13 +12,13 @@
  * accesses served there). The choice, by what the kernel did:
  *   - a page given back that the kernel promoted again within
  *     TM_HANDBACK_UNDONE_NS is a demotion undone: counted (the quality
- *     signal to drive down), and given back last for TM_HANDBACK_KEEP_NS;
+ *     signal to drive down), and given back last for TM_HANDBACK_LAST_NS;
  *   - the pages promoted since the last look go first, older ones after:
  *     the kernel promotes a page on a hint fault soon after its scan, so
  *     the hottest come up first and what it adds later is colder (on that
  *     heap, oldest first kept 0.24 of the accesses on top, newest first
  *     0.48, at 30 MiB against a budget of 32);
- *   - the kept ones last, but they go: the limit is held. Kept out for
+ *   - those undone lately last, but they go: the limit is held. Kept out for
  *     good, in the 2tier VM with a hot set twice tier 0's high (8 MiB
  *     against 4), the kernel promoted 7.3 of the 7.6 MiB given back again
  *     within 10 s and tier 0 stayed at 7.2 MiB, over its high: where the
@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #define TM_HANDBACK_UNDONE_NS (10ull * 1000000000ull)
-#define TM_HANDBACK_KEEP_NS (30ull * 1000000000ull)
+#define TM_HANDBACK_LAST_NS (30ull * 1000000000ull)
 
 /* Moves up to `want` bytes of pages of handed chunks that are on tier t, a
  * faster tier than their chunks', back to their chunks' tier (see above).

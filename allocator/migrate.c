@@ -28,12 +28,8 @@ static int8_t migrate_tier_of(int node)
 static int migrate_where(uintptr_t a, int8_t *tier)
 {
   void *pages[MIGRATE_PAGES];
-  int node[MIGRATE_PAGES];
   for (unsigned i = 0; i < MIGRATE_PAGES; i++) pages[i] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
-  int err = tm_range_os()->where(pages, MIGRATE_PAGES, node);
-  if (err != 0) return err;
-  for (unsigned i = 0; i < MIGRATE_PAGES; i++) tier[i] = migrate_tier_of(node[i]);
-  return 0;
+  return tm_migrate_where(pages, MIGRATE_PAGES, tier);
 }
 
 /* The pages of the chunk at a that before[] finds off tier `to`, moved to
@@ -160,32 +156,29 @@ int tm_migrate_pages_on(tm_chunk_t *c, unsigned on, tm_migrate_pages_t *out)
   return err;
 }
 
-int tm_migrate_give_back(tm_chunk_t *c, tm_migrate_pages_t *mask, tm_migrate_counts_t *out)
+int tm_migrate_give_back(tm_chunk_t *c, unsigned from, tm_migrate_pages_t *mask, tm_migrate_counts_t *out)
 {
-  tm_migrate_pages_t asked = *mask;
+  int err = tm_range_os()->push == NULL ? ENOTSUP : !tm_chunk_hold(c) ? EBUSY : 0;
+  if (err != 0) {
+    memset(mask, 0, sizeof *mask);
+    return err;
+  }
+  unsigned to = tm_chunk_tier(c);
+  int8_t before[MIGRATE_PAGES], after[MIGRATE_PAGES];
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++) before[i] = mask->w[i / 64] >> (i % 64) & 1 ? (int8_t)from : -1;
+  migrate_push(tm_chunk_addr(c), before, to, after);
   memset(mask, 0, sizeof *mask);
-  if (tm_range_os()->push == NULL) return ENOTSUP;
-  if (!tm_chunk_hold(c)) return EBUSY;
-  uintptr_t a = tm_chunk_addr(c);
-  unsigned to = tm_chunk_tier(c), n = 0, at[MIGRATE_PAGES];
-  void *pages[MIGRATE_PAGES];
-  int status[MIGRATE_PAGES];
-  for (unsigned i = 0; i < MIGRATE_PAGES; i++)
-    if (asked.w[i / 64] >> (i % 64) & 1) {
-      at[n] = i;
-      pages[n++] = (void *)(a + (uintptr_t)i * MIGRATE_PAGE);
-    }
-  int err = n ? tm_range_os()->push(pages, (int)n, migrate_topo->tier[to].first_node, status) : 0;
-  for (unsigned k = 0; err == 0 && k < n; k++) {
-    if (migrate_tier_of(status[k]) == (int8_t)to) {
-      mask->w[at[k] / 64] |= 1ull << (at[k] % 64);
+  for (unsigned i = 0; i < MIGRATE_PAGES; i++) {
+    if (before[i] < 0) continue;
+    if (after[i] == (int8_t)to) {
+      mask->w[i / 64] |= 1ull << (i % 64);
       out->moved += MIGRATE_PAGE;
-    } else if (status[k] != -ENOENT) {
+    } else if (after[i] >= 0) {
       out->failed += MIGRATE_PAGE;
     }
   }
   tm_chunk_release(c);
-  return err;
+  return 0;
 }
 
 int tm_migrate_where(void *const *pages, int n, int8_t *tier)

@@ -75,13 +75,14 @@ typedef struct tm_migrate_pages_s {
  * when the lookup failed. */
 int tm_migrate_pages_on(tm_chunk_t *c, unsigned on, tm_migrate_pages_t *out);
 
-/* Moves the pages of chunk c in *pages, on another tier, to c's own tier
- * (its first node), one move_pages call, leaving the chunk's tier and
- * policy as they are (a handed chunk stays handed: its pages the kernel
- * promoted, given back one by one). *pages keeps those found on c's tier
- * after. moved: their bytes; failed: the others present. Returns as
- * tm_migrate_pages_on (*pages empty when not 0). */
-int tm_migrate_give_back(tm_chunk_t *c, tm_migrate_pages_t *pages, tm_migrate_counts_t *out);
+/* Moves the pages of chunk c in *pages, on tier `from` (as
+ * tm_migrate_pages_on found them), to c's own tier (its first node), as
+ * tm_migrate_chunk's push does, leaving the chunk's tier and policy as
+ * they are (a handed chunk stays handed: its pages the kernel promoted,
+ * given back one by one). *pages keeps those found on c's tier after.
+ * moved: their bytes; failed: the others present. 0; EBUSY when c is empty
+ * or held, ENOTSUP without a push (*pages empty then). */
+int tm_migrate_give_back(tm_chunk_t *c, unsigned from, tm_migrate_pages_t *pages, tm_migrate_counts_t *out);
 
 /* The tier of each of the n pages at pages[i] into tier[i] (-1: not there,
  * or on a node of no tier). 0 or a positive errno. */
