@@ -257,13 +257,7 @@ uint64_t tm_reclaim_pass(void)
     /* None of its own left to give: the pages of handed chunks the kernel
      * promoted go back, page by page, as many as the excess (handback.h). */
     uint64_t left = wait ? (hard > done ? hard - done : 0) : want - done;
-    if (rc.hand && left && rc.up_to[t]) {
-      uint64_t failed = 0, back = tm_handback_give(t, left, now, &failed);
-      rc_add(&rc_demoted[t], back);
-      rc_add(&rc_failed[t], failed);
-      rc.up_to[t] -= back < rc.up_to[t] ? back : rc.up_to[t];
-      done += back;
-    }
+    if (rc.hand && left && rc.up_to[t]) done += rc_give_back(t, left, now);
     if (wait && done < want) rc.want_bits = true;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done && rc_more_now(t, hard > done)) again = true;

@@ -10,6 +10,7 @@
 
 #include "balancing.h"
 #include "chunkmap.h"
+#include "handback.h"
 #include "hotness.h"
 #include "kfile.h"
 #include "log.h"
@@ -313,4 +314,13 @@ bool rc_move_strays(const rc_scan_t *s)
     }
   }
   return down;
+}
+
+uint64_t rc_give_back(unsigned t, uint64_t want, uint64_t now)
+{
+  uint64_t failed = 0, back = tm_handback_give(t, want, now, &failed);
+  rc_add(&rc_demoted[t], back);
+  rc_add(&rc_failed[t], failed);
+  rc.up_to[t] -= back < rc.up_to[t] ? back : rc.up_to[t];
+  return back;
 }

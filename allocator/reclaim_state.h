@@ -258,5 +258,8 @@ void rc_hand(const rc_scan_t *s);
 /* Moves the strays *s found to their chunks' tier (a pinned chunk's to tier
  * 0); true when some pages moved down. */
 bool rc_move_strays(const rc_scan_t *s);
+/* Gives back up to `want` bytes of the pages on tier t the kernel promoted
+ * of handed chunks (handback.h), counted as demoted from t; returns them. */
+uint64_t rc_give_back(unsigned t, uint64_t want, uint64_t now);
 
 #endif
