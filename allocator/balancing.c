@@ -45,17 +45,22 @@ int tm_balancing_tiers_apart(const tm_topology_t *topo)
   }
 }
 
+int tm_balancing_demotion(const char *root)
+{
+  char path[TM_KFILE_PATH_MAX], buf[16];
+  if (tm_kfile_path(path, root, "/sys/kernel/mm/numa/demotion_enabled", NULL, -1, NULL) != 0 ||
+      tm_kfile_read(path, buf, sizeof buf) <= 0)
+    return -1;
+  return buf[0] == 't' || buf[0] == 'T' || buf[0] == '1' || buf[0] == 'y' || buf[0] == 'Y';
+}
+
 void tm_balancing_read(const char *root, unsigned flag_policies, const tm_topology_t *topo, tm_balancing_t *out)
 {
   memset(out, 0, sizeof *out);
   out->mode = tm_balancing_mode(root);
   long long mbps = balancing_num(root, "/proc/sys/kernel/numa_balancing_promote_rate_limit_MBps");
   out->promote_mbps = mbps > 0 ? (uint64_t)mbps : 0;
-  char path[TM_KFILE_PATH_MAX], buf[16];
-  out->demotion = -1;
-  if (tm_kfile_path(path, root, "/sys/kernel/mm/numa/demotion_enabled", NULL, -1, NULL) == 0 &&
-      tm_kfile_read(path, buf, sizeof buf) > 0)
-    out->demotion = buf[0] == 't' || buf[0] == 'T' || buf[0] == '1' || buf[0] == 'y' || buf[0] == 'Y';
+  out->demotion = tm_balancing_demotion(root);
   out->flag_policies = flag_policies;
   out->apart = tm_balancing_tiers_apart(topo);
 }

@@ -51,6 +51,11 @@ int tm_balancing_mode_now(void);
  * compared with the kernel's. */
 int tm_balancing_tiers_apart(const tm_topology_t *topo);
 
+/* /sys/kernel/mm/numa/demotion_enabled under root: 1 the kernel's reclaim
+ * demotes a node's pages to the next memory tier down instead of freeing
+ * them, 0 it does not, -1 no such file. One read of a small file. */
+int tm_balancing_demotion(const char *root);
+
 /* Fills *out from the files under root and topo; flag_policies as given
  * (the probe is the OS layer's: tm_os_numa_balancing_policies). */
 void tm_balancing_read(const char *root, unsigned flag_policies, const tm_topology_t *topo, tm_balancing_t *out);

@@ -33,6 +33,8 @@ _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_promoted[TIER_MAX_TIERS], rc_pag
 _Atomic int rc_state;
 _Atomic bool rc_unheld;
 _Atomic bool rc_handing;
+_Atomic bool rc_kdemoting;
+_Atomic uint64_t rc_kdemoted;
 
 static void rc_reset(void)
 {
@@ -59,7 +61,13 @@ static void rc_reset(void)
   rc.hand_read_ns = 0;
   memset(rc.up_from, 0, sizeof rc.up_from);
   memset(rc.up_to, 0, sizeof rc.up_to);
+  memset(rc.down_from, 0, sizeof rc.down_from);
+  memset(rc.down_to, 0, sizeof rc.down_to);
+  rc.kdemote = false;
+  rc.kdemote_said = -1;
   atomic_store_explicit(&rc_handing, false, memory_order_relaxed);
+  atomic_store_explicit(&rc_kdemoting, false, memory_order_relaxed);
+  atomic_store_explicit(&rc_kdemoted, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -240,12 +248,25 @@ uint64_t tm_reclaim_pass(void)
   for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
     uint64_t extra = shared && rc_shared(t) ? rc_shared_excess(t, anon, &s) : 0;
     rc_room_t room;
-    /* Handed chunks' pages the kernel moved up are used where they are. */
-    uint64_t used = tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
+    /* Handed chunks' pages the kernel moved up are used where they are; with
+     * the kernel demoting, tier 0 is what it holds, wherever the chunks. */
+    bool kernel = t == 0 && rc.kdemote;
+    uint64_t used = kernel ? s.budgeted[0] : tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
     uint64_t held = s.budgeted[t] > used ? s.budgeted[t] : used;
     uint64_t hard;
     uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over, &hard);
     if (want == 0) continue;
+    /* The kernel's LRU chooses, page by page, among all of tier 0's pages:
+     * what it did not demote, reclaim's own moves do below. */
+    uint64_t by_kernel = kernel ? rc_kernel_demote(want) : 0;
+    if (by_kernel >= want) {
+      rc.allowance[t] = rc.allowance[t] > by_kernel ? rc.allowance[t] - by_kernel : 0;
+      state = TIER_RECLAIM_DEMOTING;
+      atomic_store_explicit(&rc_state, state, memory_order_relaxed);
+      continue;
+    }
+    want -= by_kernel;
+    hard = hard > by_kernel ? hard - by_kernel : 0;
     /* Above high, a chunk the accessed bits saw in the last interval waits
      * for their next read after the tier went over: the data the program
      * wrote just before (filled once, never read again) was seen too, and
@@ -258,6 +279,7 @@ uint64_t tm_reclaim_pass(void)
      * promoted go back, page by page, as many as the excess (handback.h). */
     uint64_t left = wait ? (hard > done ? hard - done : 0) : want - done;
     if (rc.hand && left && rc.up_to[t]) done += rc_give_back(t, left, now);
+    done += by_kernel;
     if (wait && done < want) rc.want_bits = true;
     rc.allowance[t] = rc.allowance[t] > done ? rc.allowance[t] - done : 0;
     if (done && rc_more_now(t, hard > done)) again = true;
@@ -374,6 +396,8 @@ void tm_reclaim_stats(tier_stats_t *s)
   s->reclaim_cpu_ns = atomic_load_explicit(&rc_cpu_ns, memory_order_relaxed);
   s->pageout_available = rc.swap == 1;
   s->numa_balancing_heap = atomic_load_explicit(&rc_handing, memory_order_relaxed);
+  s->numa_balancing_demotes = atomic_load_explicit(&rc_kdemoting, memory_order_relaxed);
+  s->kernel_demoted = atomic_load_explicit(&rc_kdemoted, memory_order_relaxed);
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
   unsigned apart, cold, tried;
   tm_site_counts(&s->site_samples, &apart, &cold, &tried);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "balancing.h"
 #include "budget.h"
 #include "cgroup.h"
 #include "hotness.h"
@@ -265,4 +266,55 @@ void rc_refresh(uint64_t now)
                 rc_cgroup_value("memory.high", &rc.cg_seen[0]) &&
                 rc_cgroup_value("memory.max", &rc.cg_seen[1]);
   rc.notified = rc.cg_watch && rc_watch_limits();
+}
+
+/* ---- the kernel's own demotion -------------------------------------------- */
+
+const char *rc_cgroup_demote_blocked(void)
+{
+  char path[TM_KFILE_PATH_MAX];
+  if (tm_balancing_demotion(rc.root) != 1) return "the kernel does not demote on reclaim (demotion_enabled)";
+  /* The root cgroup has no memory.current; its memory.reclaim is the whole machine's. */
+  uint64_t cur;
+  if (!rc_cgroup_value("memory.current", &cur) || !rc_cgroup_path("memory.reclaim", path) ||
+      access(path, W_OK) != 0)
+    return "the process has no cgroup of its own whose memory.reclaim it may write";
+  if (rc_cgroup_has_others()) return "other processes share its cgroup, whose pages the kernel's reclaim would take too";
+  if (rc_swap_detect() == 1) return "the cgroup may swap, and the kernel's reclaim would page out the lowest tier too";
+  return NULL;
+}
+
+/* The cgroup's pgdemote_direct (memory.stat, 6.9 on) into *pages. */
+static bool rc_cgroup_demoted_pages(uint64_t *pages)
+{
+  char path[TM_KFILE_PATH_MAX], line[128];
+  tm_kfile_lines_t r;
+  if (!rc_cgroup_path("memory.stat", path) || tm_kfile_lines_open(&r, path) != 0) return false;
+  static const char key[] = "pgdemote_direct ";
+  int cut, len;
+  bool found = false;
+  while (!found && (len = tm_kfile_next_line(&r, line, sizeof line, &cut)) >= 0)
+    found = strncmp(line, key, sizeof key - 1) == 0 &&
+            tm_text_parse_u64(line + sizeof key - 1, line + len, pages) == 0;
+  close(r.fd);
+  return found;
+}
+
+uint64_t rc_cgroup_demote(uint64_t want)
+{
+  char path[TM_KFILE_PATH_MAX], num[24];
+  if (want == 0 || !rc_cgroup_path("memory.reclaim", path)) return 0;
+  uint64_t before = 0, after = 0;
+  bool counted = rc_cgroup_demoted_pages(&before);
+  int n = 0;
+  num[0] = '\0';
+  if (tm_text_append_u64(num, sizeof num, &n, want) != 0) return 0;
+  int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC);
+  if (fd < 0) return 0;
+  /* EAGAIN: the kernel reclaimed less than asked; what it demoted counts. */
+  bool done = write(fd, num, (size_t)n) == n;
+  close(fd);
+  if (counted && rc_cgroup_demoted_pages(&after))
+    return after > before ? (after - before) * (uint64_t)sysconf(_SC_PAGESIZE) : 0;
+  return done ? want : 0;
 }

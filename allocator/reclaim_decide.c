@@ -324,7 +324,9 @@ unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max)
 
 bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
 {
-  if (!rc.hand || t == 0) return false;
+  /* Tier 0's too while the kernel demotes: a page it demotes from one can
+   * come back up on a hint fault. */
+  if (!rc.hand || (t == 0 && !rc.kdemote)) return false;
   uint16_t f = atomic_load_explicit(&c->flags, memory_order_relaxed);
   uint64_t committed = tm_chunk_bytes(c);
   return !(f & (TM_CHUNK_HANDED | TM_CHUNK_KEEP | TM_CHUNK_PIN | TM_CHUNK_BASE)) && committed == TM_CHUNK_SIZE &&

@@ -106,6 +106,16 @@ void rc_measure(rc_scan_t *s)
     s->resident[u] += rc.up_to[u];
     s->budgeted[u] += rc.up_to[u];
   }
+  /* And pages the kernel's reclaim moved down (demotion_enabled). */
+  for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
+    uint64_t down = rc.down_from[t] < s->budgeted[t] ? rc.down_from[t] : s->budgeted[t];
+    s->resident[t] -= down < s->resident[t] ? down : s->resident[t];
+    s->budgeted[t] -= down;
+  }
+  for (unsigned u = 1; u < rc.ntiers; u++) {
+    s->resident[u] += rc.down_to[u];
+    s->budgeted[u] += rc.down_to[u];
+  }
 }
 
 /* ---- pages above their chunk's tier --------------------------------------- */
@@ -138,17 +148,23 @@ typedef struct {
   uint64_t bytes[TIER_MAX_TIERS];   /* the mapping's, by tier */
 } rc_stray_scan_t;
 
-/* A mapping of handed chunks (one policy, so all of one tier, all handed):
- * its pages on faster tiers are counted there (rc.up_*). True while the
- * heap is handed: they stay, and a tier over its limit gives them back page
- * by page (handback.h); false once it is not, and they go back as strays. */
+/* A mapping of chunks (one policy, so all of one tier): its pages on slower
+ * tiers, which the kernel's reclaim demoted (demotion_enabled), are counted
+ * there (rc.down_*). If its chunks are handed, its pages on faster tiers are
+ * counted there too (rc.up_*). True while the heap is handed: they stay,
+ * and a tier over its limit gives them back page by page (handback.h);
+ * false once it is not, and they go back as strays. */
 static bool rc_stray_handed(const rc_stray_scan_t *k, uintptr_t end)
 {
   for (uintptr_t a = k->start & ~(uintptr_t)(TM_CHUNK_SIZE - 1); a < end; a += TM_CHUNK_SIZE) {
     tm_chunk_t *c = tm_chunk_of((void *)a);
     if (c == NULL || tm_chunk_bytes(c) == 0) continue;
-    if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED)) return false;
     unsigned t = tm_chunk_tier(c);
+    for (unsigned u = t + 1; u < rc.ntiers; u++) {
+      rc.down_to[u] += k->bytes[u];
+      rc.down_from[t] += k->bytes[u];
+    }
+    if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED)) return false;
     for (unsigned u = 0; u < t; u++) {
       rc.up_to[u] += k->bytes[u];
       rc.up_from[t] += k->bytes[u];
@@ -214,6 +230,8 @@ void rc_stray_scan(uint64_t now)
   rc.stray_own = own;
   memset(rc.up_from, 0, sizeof rc.up_from);
   memset(rc.up_to, 0, sizeof rc.up_to);
+  memset(rc.down_from, 0, sizeof rc.down_from);
+  memset(rc.down_to, 0, sizeof rc.down_to);
   rc_stray_scan_t k = { 0, -1, 0, { 0 } };
   uintptr_t hi = tm_ranges.base + ((uintptr_t)tm_ranges.n << tm_ranges.shift);
   if (tm_resident_each(path, rc.topo, tm_ranges.base, hi, rc_stray_line, &k) == 0)

@@ -273,6 +273,26 @@ void rc_hand_update(uint64_t now)
   }
   rc.hand = want && apart;
   atomic_store_explicit(&rc_handing, rc.hand, memory_order_relaxed);
+  /* With the heap handed, the kernel's own demotion holds tier 0 where it
+   * can: its hint faults choose what goes up, its LRU what comes down. */
+  const char *why = rc.hand ? rc_cgroup_demote_blocked() : "the heap is not handed to NUMA balancing";
+  rc.kdemote = why == NULL;
+  atomic_store_explicit(&rc_kdemoting, rc.kdemote, memory_order_relaxed);
+  if (rc.hand && (int)rc.kdemote != rc.kdemote_said) {
+    rc.kdemote_said = rc.kdemote;
+    if (tm_option(TM_OPTION_VERBOSE)->num) {
+      if (why) tm_warn("numa balancing: tier 0 held by tiermalloc's moves: %s", why);
+      else tm_warn("numa balancing: tier 0 held by the kernel's own demotion (the cgroup's memory.reclaim)");
+    }
+  }
+}
+
+uint64_t rc_kernel_demote(uint64_t want)
+{
+  uint64_t down = rc_cgroup_demote(want);
+  rc_add(&rc_demoted[0], down);
+  rc_add(&rc_kdemoted, down);
+  return down;
 }
 
 /* Hands the chunks this pass found ready (rc_hand_candidate). */

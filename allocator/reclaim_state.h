@@ -84,6 +84,13 @@ typedef struct rc_s {
   uint64_t hand_read_ns;                       /* when the mode was last read */
   uint64_t up_from[TIER_MAX_TIERS];            /* bytes of handed tier-t chunks on faster tiers, last read */
   uint64_t up_to[TIER_MAX_TIERS];              /* the same bytes, by the tier they are on */
+  uint64_t down_from[TIER_MAX_TIERS];          /* bytes of tier-t chunks on slower tiers, last read */
+  uint64_t down_to[TIER_MAX_TIERS];            /* the same bytes, by the tier they are on */
+  /* Tier 0 held by the kernel's own demotion (rc_cgroup_demotes): reclaim
+   * asks the kernel's reclaim, through the cgroup's memory.reclaim, for tier
+   * 0's excess, and the kernel demotes the pages its LRU finds coldest. */
+  bool kdemote;                                /* on now */
+  int kdemote_said;                            /* the state last said (-1: none yet) */
   tm_nodemask_t hand_nodes[TIER_MAX_TIERS];    /* tier t's nodes and every faster tier's */
 } rc_t;
 extern rc_t rc;
@@ -94,6 +101,8 @@ extern _Atomic uint64_t rc_demoted[TIER_MAX_TIERS], rc_promoted[TIER_MAX_TIERS],
 extern _Atomic int rc_state;
 extern _Atomic bool rc_unheld;   /* the lowest tier is above its max, and nothing can be paged out */
 extern _Atomic bool rc_handing;  /* rc.hand, for the stats */
+extern _Atomic bool rc_kdemoting;  /* rc.kdemote, for the stats */
+extern _Atomic uint64_t rc_kdemoted;   /* bytes the kernel demoted when reclaim asked */
 
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
@@ -201,6 +210,17 @@ uint64_t rc_shared_excess(unsigned t, const uint64_t *anon, const rc_scan_t *s);
 /* The cgroup is within the hysteresis of its limit: its memory.current into
  * *cur, by how much it is over limit - hysteresis into *over. */
 bool rc_cgroup_near(uint64_t *cur, uint64_t *over);
+/* Why the kernel's own demotion cannot hold tier 0 for this process, or
+ * NULL when it can: demotion_enabled, the cgroup's memory.reclaim writable,
+ * the process alone in a cgroup of its own (the kernel's reclaim takes from
+ * the whole cgroup), and no swap for it (else memory.reclaim would page out
+ * the lowest tier too, within its limits). */
+const char *rc_cgroup_demote_blocked(void);
+/* Asks the kernel's reclaim for `want` bytes of the cgroup through its
+ * memory.reclaim; returns the bytes it demoted (the cgroup's pgdemote_direct
+ * before and after; `want` when it succeeded and memory.stat does not count
+ * demotions), 0 when it failed. */
+uint64_t rc_cgroup_demote(uint64_t want);
 /* Bytes this process pages out as its share of the cgroup near its limit. */
 uint64_t rc_cgroup_pageout(const rc_scan_t *s);
 /* The budgets should be derived again (a period count, or a limit changed). */
@@ -258,6 +278,9 @@ void rc_hand(const rc_scan_t *s);
 /* Moves the strays *s found to their chunks' tier (a pinned chunk's to tier
  * 0); true when some pages moved down. */
 bool rc_move_strays(const rc_scan_t *s);
+/* Asks the kernel to demote `want` bytes of tier 0 (rc.kdemote); returns
+ * the bytes it demoted, counted as demoted from tier 0. */
+uint64_t rc_kernel_demote(uint64_t want);
 /* Gives back up to `want` bytes of the pages on tier t the kernel promoted
  * of handed chunks (handback.h), counted as demoted from t; returns them. */
 uint64_t rc_give_back(unsigned t, uint64_t want, uint64_t now);

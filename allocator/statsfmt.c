@@ -288,9 +288,10 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
               tm_stats_reclaim_state_name(s->reclaim_state));
     stats_put_json_str(&o, s->cold_signal);
     stats_put(&o, ",\"pageout_available\":%s", s->pageout_available ? "true" : "false");
-    stats_put(&o, ",\"numa_balancing\":%d,\"numa_balancing_policies\":\"%s\",\"numa_balancing_heap\":%s",
+    stats_put(&o, ",\"numa_balancing\":%d,\"numa_balancing_policies\":\"%s\",\"numa_balancing_heap\":%s"
+                  ",\"numa_balancing_demotes\":%s",
               (int)s->numa_balancing, tm_balancing_policies_name(s->numa_balancing_policies),
-              s->numa_balancing_heap ? "true" : "false");
+              s->numa_balancing_heap ? "true" : "false", s->numa_balancing_demotes ? "true" : "false");
 #define X(name, unit, doc)                                                                         \
   stats_put_key(&o, ",", #name, #unit);                                                            \
   stats_put(&o, "%llu", (unsigned long long)s->name);
@@ -335,7 +336,9 @@ void tm_stats_format(const tier_stats_t *s, const tm_stats_who_t *who, tier_writ
     stats_put(&o, "%-20s %s (%d); policies that may allow it: %s; the heap: %s\n", "numa balancing",
               tm_balancing_mode_name(s->numa_balancing), (int)s->numa_balancing,
               tm_balancing_policies_name(s->numa_balancing_policies),
-              s->numa_balancing_heap ? "scanned" : "not scanned (its policies do not allow it)");
+              !s->numa_balancing_heap    ? "not scanned (its policies do not allow it)"
+              : s->numa_balancing_demotes ? "scanned; tier 0 held by the kernel's own demotion"
+                                          : "scanned; tier 0 held by tiermalloc's moves");
 #define X(name, unit, doc) stats_put(&o, "%-20s", #name); stats_put_unit(&o, unit, s->name); stats_put(&o, "\n");
     TIER_STATS_GLOBAL_FIELDS(X)
     TIER_STATS_SITE_FIELDS(X)
@@ -453,12 +456,14 @@ void tm_stats_format_prom(const tier_stats_t *const *s, const tm_stats_who_t *wh
   }
   prom_head(&o, "tiermalloc_numa_balancing",
             "kernel.numa_balancing (0 off, 1 normal, 2 tiering, 3 both; -1 none), with the policies this kernel lets "
-            "allow it and whether the heap's do (heap: 1 scanned, 0 not)", false);
+            "allow it, whether the heap's do (heap: 1 scanned, 0 not) and whether the kernel's own demotion holds "
+            "tier 0 (demotes: 1, 0 tiermalloc's moves)", false);
   for (unsigned k = 0; k < n; k++) {
     prom_sample_start(&o, "tiermalloc_numa_balancing", &who[k], s[k], -1);
     prom_put_label(&o, "mode", tm_balancing_mode_name(s[k]->numa_balancing));
     prom_put_label(&o, "policies", tm_balancing_policies_name(s[k]->numa_balancing_policies));
-    stats_put(&o, ",heap=\"%u\"} %d\n", s[k]->numa_balancing_heap ? 1u : 0u, (int)s[k]->numa_balancing);
+    stats_put(&o, ",heap=\"%u\",demotes=\"%u\"} %d\n", s[k]->numa_balancing_heap ? 1u : 0u,
+              s[k]->numa_balancing_demotes ? 1u : 0u, (int)s[k]->numa_balancing);
   }
   prom_head(&o, "tiermalloc_reclaim_state", "what the reclaim thread is doing now (1 for the state in the label)", false);
   for (unsigned k = 0; k < n; k++) {

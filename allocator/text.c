@@ -16,7 +16,12 @@ int tm_text_append(char *buf, int size, int *len, const char *src)
 
 int tm_text_append_uint(char *buf, int size, int *len, unsigned v)
 {
-  char tmp[12];
+  return tm_text_append_u64(buf, size, len, v);
+}
+
+int tm_text_append_u64(char *buf, int size, int *len, uint64_t v)
+{
+  char tmp[24];
   int i = (int)sizeof tmp;
   tmp[--i] = '\0';
   do {

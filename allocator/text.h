@@ -11,6 +11,7 @@
  * returns -1 when it does not fit (buf then holds what did). */
 int tm_text_append(char *buf, int size, int *len, const char *src);
 int tm_text_append_uint(char *buf, int size, int *len, unsigned v);
+int tm_text_append_u64(char *buf, int size, int *len, uint64_t v);
 
 /* Parses the decimal digits of [s, e), all of them and nothing else, into
  * *v; 0, EINVAL (empty, or not a digit) or ERANGE (above UINT64_MAX). */

@@ -310,7 +310,7 @@ EXPECTED = {
     "tiermalloc_tier_pageout_bytes_total": ("counter", TIER),
     "tiermalloc_tier_budget_bytes": ("gauge", TIER + ["limit", "source"]),
     "tiermalloc_tier_max_held": ("gauge", TIER),
-    "tiermalloc_numa_balancing": ("gauge", PROC + ["mode", "policies", "heap"]),
+    "tiermalloc_numa_balancing": ("gauge", PROC + ["mode", "policies", "heap", "demotes"]),
     "tiermalloc_record_age_seconds": ("gauge", PROC),
     "tiermalloc_record_interval_seconds": ("gauge", PROC),
     "tiermalloc_resident_age_seconds": ("gauge", PROC),

@@ -134,7 +134,8 @@ static int rt_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
 static int rt_hand(void *p, size_t size, const tm_nodemask_t *nodes)
 {
   cr_assert_eq(size, TM_CHUNK_SIZE, "reclaim hands one chunk at a time");
-  cr_assert(tm_nodemask_test(nodes, 0) && tm_nodemask_test(nodes, 1), "a tier-1 chunk on node0 and node1");
+  /* A tier-1 chunk on node0 and node1; a tier-0 chunk (the kernel demoting) on node0. */
+  cr_assert(tm_nodemask_test(nodes, 0), "tier 0's node, which the kernel promotes to");
   rt.hands++;
   return 0;
 }
@@ -550,19 +551,14 @@ Test(reclaim, chunks_below_are_handed_to_numa_balancing_only_in_tiering_mode)
   rt_free(p, 32);
 }
 
-/* A handed chunk's pages the kernel promoted stay on tier 0 and count there:
- * tier 0, over its max with them, gives up its own chunks, not them. */
-Test(reclaim, pages_the_kernel_promoted_stay_and_tier0_gives_up_its_own_chunks)
+/* 32 MiB at p[] (tier 0's max 16 MiB), and a pass that hands what is below;
+ * then the kernel moves every page of three handed chunks (up[]) to node0,
+ * as numa_maps says: 6 MiB over tier 0's max with what placement put there.
+ * Returns 3. */
+static unsigned rt_promote_three(void **p, tm_chunk_t **up)
 {
-  void *p[32];
-  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
-  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
-  rt_limits(env);
   rt_fill(p, 32);
   tm_reclaim_pass();
-  /* The kernel moves every page of three handed chunks to node0: 6 MiB over
-   * tier 0's max with what placement put there. */
-  tm_chunk_t *up[3];
   unsigned n = 0;
   char maps[1024] = "";
   for (int k = 0; k < 32 && n < 3; k++) {
@@ -579,6 +575,19 @@ Test(reclaim, pages_the_kernel_promoted_stay_and_tier0_gives_up_its_own_chunks)
   }
   cr_assert_eq(n, 3, "three handed chunks on tier 1");
   tmptree_put("proc/self/numa_maps", maps);
+  return n;
+}
+
+/* A handed chunk's pages the kernel promoted stay on tier 0 and count there:
+ * tier 0, over its max with them, gives up its own chunks, not them. */
+Test(reclaim, pages_the_kernel_promoted_stay_and_tier0_gives_up_its_own_chunks)
+{
+  void *p[32];
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", NULL };
+  rt_limits(env);
+  tm_chunk_t *up[3];
+  unsigned n = rt_promote_three(p, up);
   rt_limits(env);   /* the next pass a full one (and the counts from 0) */
   tm_reclaim_pass();
   for (unsigned i = 0; i < n; i++) {
@@ -701,6 +710,127 @@ Test(reclaim, a_pass_over_max_by_promoted_pages_gives_back_the_excess_page_by_pa
   cr_expect_eq(st.tier[0].reclaim.demoted, (uint64_t)(256 - up) * 4096, "counted as demoted from tier 0");
   cr_expect_eq(tm_handback_given(), (uint64_t)(256 - up) * 4096);
   rt_free(p, 16);
+}
+
+/* The budgets from the fixture's cgroup (app/worker) under the test's tree. */
+static void rt_limits_cgroup(char **env)
+{
+  tm_options_init_from(env, false);
+  tm_budget_init(&rt_topo, tmptree);
+  tm_reclaim_init(&rt_topo, tmptree);
+}
+
+/* What the test's memory.reclaim was last asked for (bytes; 0: nothing). */
+static uint64_t rt_reclaim_asked(void)
+{
+  char buf[64] = "";
+  FILE *f = fopen(tmptree_path("sys/fs/cgroup/app/worker/memory.reclaim"), "r");
+  if (f) {
+    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    fclose(f);
+  }
+  return strtoull(buf, NULL, 10);
+}
+
+/* Tier 0 over its max by pages the kernel promoted, in 32 MiB of which
+ * placement put 16 on tier 0: three handed chunks' pages on node0. */
+static void rt_promoted_over_max(void **p, char **env)
+{
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  /* The environment's limit alone: neither protection nor limits from the parent. */
+  const char *none[][2] = { { "memory.min", "0\n" }, { "memory.low", "0\n" }, { "memory.high", "max\n" },
+                            { "memory.max", "max\n" } };
+  for (unsigned k = 0; k < 4; k++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "sys/fs/cgroup/app/%s", none[k][0]);
+    tmptree_put(rel, none[k][1]);
+  }
+  rt_limits_cgroup(env);
+  tm_chunk_t *up[3];
+  rt_promote_three(p, up);
+  rt_limits_cgroup(env);   /* the next pass a full one (and the counts from 0) */
+}
+
+/* The kernel's own demotion (demotion_enabled, a cgroup of the process's
+ * own, no swap): reclaim asks it, through memory.reclaim, for tier 0's
+ * excess, and moves nothing of tier 0 itself; the stats say so and count
+ * what the kernel demoted (here a kernel whose memory.stat has no
+ * pgdemote_direct: what it was asked, as it succeeded). */
+Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  uint64_t own = tm_policy_used(0), excess = rt_resident_on(0) + 6 * MiB - 16 * MiB;
+  tm_reclaim_pass();
+  uint64_t asked = rt_reclaim_asked();
+  cr_expect_eq(asked, excess, "asked the kernel for %llu KiB, the excess is %llu KiB", (unsigned long long)(asked >> 10),
+               (unsigned long long)(excess >> 10));
+  cr_expect_eq(tm_policy_used(0), own, "tier 0's own chunks stay: the kernel chooses its pages");
+  tier_stats_t st = rt_stats();
+  cr_expect_eq(st.numa_balancing_demotes, 1);
+  cr_expect_eq(st.kernel_demoted, asked);
+  cr_expect_eq(st.tier[0].reclaim.demoted, asked);
+  rt_free(p, 32);
+}
+
+/* What the kernel did not demote (its memory.stat's pgdemote_direct did not
+ * move: every page of tier 0 in use), reclaim moves itself. */
+Test(reclaim, what_the_kernel_does_not_demote_reclaim_moves_itself)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  uint64_t own = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_gt(rt_reclaim_asked(), 0, "the kernel was asked");
+  tier_stats_t st = rt_stats();
+  cr_expect_eq(st.kernel_demoted, 0, "pgdemote_direct did not move");
+  cr_expect_lt(tm_policy_used(0), own, "tier 0 gave up chunks of its own instead");
+  rt_free(p, 32);
+}
+
+/* Where the kernel would not demote as asked, it is not asked: reclaim
+ * moves tier 0's pages itself. */
+static void rt_kernel_not_asked(const char *rel, const char *text)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  tmptree_put(rel, text);
+  uint64_t own = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_reclaim_asked(), 0, "%s: %s, yet the kernel was asked", rel, text);
+  cr_expect_eq(rt_stats().numa_balancing_demotes, 0);
+  cr_expect_lt(tm_policy_used(0), own, "%s: tier 0 gave up chunks of its own", rel);
+  rt_free(p, 32);
+}
+
+Test(reclaim, the_kernel_is_not_asked_to_demote_where_it_does_not_demote)
+{
+  rt_kernel_not_asked("sys/kernel/mm/numa/demotion_enabled", "false\n");
+}
+
+Test(reclaim, the_kernel_is_not_asked_to_demote_where_its_reclaim_would_swap)
+{
+  rt_kernel_not_asked("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition\t262140\t0\t100\n");
+}
+
+Test(reclaim, the_kernel_is_not_asked_to_demote_for_a_cgroup_shared_with_others)
+{
+  rt_kernel_not_asked("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n4343\n");
 }
 
 /* The first chunk on tier 1 that holds one of the n blocks at p[] whole;
@@ -1593,14 +1723,6 @@ Test(reclaim, vmas_stay_under_half_of_max_map_count)
   cr_expect_leq(runs, 4 + 2, "%u boundaries between tiers in range 0", runs);
   cr_expect_gt(rt_stats().tier[0].reclaim.demoted, 0, "it still demotes next to what moved");
   rt_free(p, 32);
-}
-
-/* The budgets from the fixture's cgroup (app/worker) under the test's tree. */
-static void rt_limits_cgroup(char **env)
-{
-  tm_options_init_from(env, false);
-  tm_budget_init(&rt_topo, tmptree);
-  tm_reclaim_init(&rt_topo, tmptree);
 }
 
 static void rt_numa_stat(uint64_t n0, uint64_t n1)
