@@ -750,11 +750,18 @@ static int cmd_explain(int argc, char **argv)
   char nb_why[512];
   printf("numa balancing: %s (%d); policies this kernel lets allow it: %s; tiermalloc's heap: %s\n",
          tm_balancing_mode_name(nb.mode), nb.mode, tm_balancing_policies_name(nb.flag_policies),
-         pid && rp->stats.numa_balancing_heap ? "scanned" : "not scanned");
+         !(pid && rp->stats.numa_balancing_heap) ? "not scanned"
+         : rp->stats.numa_balancing_demotes     ? "scanned; tier 0 held by the kernel's own demotion"
+                                                : "scanned; tier 0 held by tiermalloc's moves");
   printf("  %s\n", tm_balancing_explain(&nb, nb_why, sizeof nb_why));
   if (nb.mode >= 0)
-    printf("  promotion rate limit %llu MB/s; the kernel demotes on reclaim: %s\n",
-           (unsigned long long)nb.promote_mbps, nb.demotion < 0 ? "unknown" : nb.demotion ? "yes" : "no");
+    printf("  promotion rate limit %llu MB/s; the kernel demotes on reclaim: %s\n", (unsigned long long)nb.promote_mbps,
+           nb.demotion < 0 ? "unknown"
+           : nb.demotion   ? "yes (a handed heap's tier 0 is held by it: reclaim asks the cgroup's memory.reclaim for "
+                             "the excess and the kernel's LRU chooses the pages, where the process is alone in a "
+                             "cgroup of its own without swap)"
+                           : "no (demotion_enabled; with it, a handed heap's tier 0 would be held by the kernel's "
+                             "LRU, which chooses the coldest pages, not tiermalloc's moves)");
   tm_cgroup_limits_t cg;
   tm_budgets_t b;
   char root[64] = "";

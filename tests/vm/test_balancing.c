@@ -20,6 +20,7 @@
 #include "vmtest.h"
 
 #define NB_SYSCTL "/proc/sys/kernel/numa_balancing"
+#define NB_DEMOTION "/sys/kernel/mm/numa/demotion_enabled"
 
 /* The kernel formed one memory tier of every node: its tiering mode ranks
  * none below the top and promotes nothing. */
@@ -156,11 +157,12 @@ static void nb_where(void)
     if (cold[n]) printf(" coldN%d=%zu", n, cold[n]);
     if (maps[n]) printf(" mapsN%d=%llu", n, (unsigned long long)maps[n]);
   }
-  printf(" tierof0=%zu handed=%u heap=%u state=%u used0=%llu res0=%llu demoted0=%llu given=%llu undone=%llu\n", tierof0,
-         nb_handed(),
-         s.numa_balancing_heap, s.reclaim_state, (unsigned long long)s.tier[0].used,
-         (unsigned long long)s.tier[0].resident, (unsigned long long)s.tier[0].reclaim.demoted,
-         (unsigned long long)s.handed_given_back, (unsigned long long)s.handed_undone);
+  printf(" tierof0=%zu handed=%u heap=%u demotes=%u state=%u used0=%llu res0=%llu demoted0=%llu given=%llu "
+         "undone=%llu kdemoted=%llu\n",
+         tierof0, nb_handed(), s.numa_balancing_heap, s.numa_balancing_demotes, s.reclaim_state,
+         (unsigned long long)s.tier[0].used, (unsigned long long)s.tier[0].resident,
+         (unsigned long long)s.tier[0].reclaim.demoted, (unsigned long long)s.handed_given_back,
+         (unsigned long long)s.handed_undone, (unsigned long long)s.kernel_demoted);
   fflush(stdout);
 }
 
@@ -206,13 +208,19 @@ static long long nb_node(const char *line, const char *what, int node)
 }
 
 static vm_proc_t nb_child = { .in = -1, .out = -1 };
-static char nb_was[16];   /* the sysctl before the test; "" while untouched */
+static char nb_was[16];       /* the sysctl before the test; "" while untouched */
+static char nb_dem_was[16];   /* demotion_enabled before the test; "" while untouched */
+static char nb_cg[PATH_MAX];  /* the child's cgroup; "" for none */
 
 static void nb_fini(void)
 {
   vm_proc_kill(&nb_child);
   if (nb_was[0]) vm_write_file(NB_SYSCTL, nb_was);
   nb_was[0] = '\0';
+  if (nb_dem_was[0]) vm_write_file(NB_DEMOTION, nb_dem_was);
+  nb_dem_was[0] = '\0';
+  if (nb_cg[0]) vm_cgroup_remove(nb_cg);
+  nb_cg[0] = '\0';
 }
 
 static const char *nb_where_now(void)
@@ -222,7 +230,7 @@ static const char *nb_where_now(void)
 
 /* With the reclaim lock held and NUMA balancing in tiering mode, the child
  * started with TIERMALLOC_NUMA_BALANCING=tiering and a top-tier high of
- * high_mib, and ready. Returns the lock's descriptor. */
+ * high_mib, in nb_cg if set, and ready. Returns the lock's descriptor. */
 static int nb_start(int high_mib)
 {
   int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
@@ -233,19 +241,19 @@ static int nb_start(int high_mib)
   snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%dM", high_mib);
   char *env[] = { "VMTEST_NB=child", "TIERMALLOC_NUMA_BALANCING=tiering", high, NULL };
   char *argv[] = { (char *)vm_self(), NULL };
-  vm_spawn(&nb_child, argv, env, NULL, VM_SPAWN_STDERR);
+  vm_spawn(&nb_child, argv, env, nb_cg[0] ? nb_cg : NULL, VM_SPAWN_STDERR);
   cr_assert_not_null(vm_proc_expect(&nb_child, "ready", 120000), "%s", nb_child.buf);
   return lock_fd;
 }
 
-/* 20 s of "where", every 2 s: the most of the heap on node `top` from 10 s
- * on, the most mappings handed and hot pages on `top` at any; returns the
- * last answer. */
-static const char *nb_watch(int top, long long *worst, long long *handed, long long *hot)
+/* `seconds` of "where", every 2 s: the most of the heap on node `top` from
+ * 10 s on, the most mappings handed and hot pages on `top` at any; returns
+ * the last answer. */
+static const char *nb_watch(int top, int seconds, long long *worst, long long *handed, long long *hot)
 {
   const char *l = NULL;
   *worst = *handed = *hot = 0;
-  for (int i = 0; i < 10; i++) {
+  for (int i = 0; i < seconds / 2; i++) {
     sleep(2);
     l = nb_where_now();
     if (i >= 4 && nb_node(l, "maps", top) > *worst) *worst = nb_node(l, "maps", top);
@@ -272,7 +280,7 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   int lock_fd = nb_start(NB_HIGH_MIB);
   const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
   long long worst, handed, best_hot;
-  const char *l = nb_watch(top, &worst, &handed, &best_hot);
+  const char *l = nb_watch(top, 20, &worst, &handed, &best_hot);
   bool one = nb_one_kernel_tier(topo);
   if (one) {
     /* Nothing to hand: the kernel would promote nothing. Said once. */
@@ -337,7 +345,7 @@ Test(balancing, tiering_under_a_high_below_the_hot_set_gives_back_promoted_pages
   int lock_fd = nb_start(NB_TIGHT_MIB);
   const long long limit = (long long)NB_TIGHT_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
   long long worst, handed, best_hot;
-  const char *l = nb_watch(top, &worst, &handed, &best_hot);
+  const char *l = nb_watch(top, 20, &worst, &handed, &best_hot);
   long long given = nb_kv(l, "given"), undone = nb_kv(l, "undone");
   cr_expect_gt(nb_kv(l, "handed"), 0, "%s: the heap is no longer handed:\n%s", topo->name, nb_child.buf);
   cr_expect_eq(nb_kv(l, "heap"), 1, "%s: the stats say the heap is not handed:\n%s", topo->name, nb_child.buf);
@@ -355,3 +363,51 @@ Test(balancing, tiering_under_a_high_below_the_hot_set_gives_back_promoted_pages
   close(lock_fd);
   nb_end();
 }
+
+/* With the kernel demoting (demotion_enabled, the child alone in a cgroup
+ * of its own, no swap), reclaim asks the cgroup's memory.reclaim for tier
+ * 0's excess and the kernel's LRU chooses the pages to demote, as its hint
+ * faults choose those to promote: the hot set (8 MiB of 48, a 4 KiB object
+ * in every 6) ends at least 90 % on tier 0 within 30 s, tier 0 within the
+ * high (its hysteresis and a chunk in flight) at every sample after the
+ * first 10 s, the stats say the kernel demoted and count tier 0 where
+ * numa_maps does, and no data changes with the writer running. */
+Test(balancing, tiering_with_the_kernel_demoting_puts_the_hot_set_on_top_within_the_high, .fini = nb_fini,
+     .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  if (topo->ntiers != 2 || nb_one_kernel_tier(topo))
+    cr_skip_test("%s: the kernel's tiering mode promotes and demotes between kernel memory tiers; two apart needed",
+                 topo->name);
+  int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
+  cr_assert_eq(vm_read_file(NB_DEMOTION, nb_dem_was, sizeof nb_dem_was), 0);
+  vm_write_file(NB_DEMOTION, "1");
+  vm_cgroup_make(nb_cg, sizeof nb_cg, "tm-nb-demote");
+  int lock_fd = nb_start(NB_HIGH_MIB);
+  const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
+  long long worst, handed, best_hot;
+  const char *l = nb_watch(top, 30, &worst, &handed, &best_hot);
+  cr_expect_eq(nb_kv(l, "heap"), 1, "%s: the stats say the heap is not handed:\n%s", topo->name, nb_child.buf);
+  cr_expect_eq(nb_kv(l, "demotes"), 1, "%s: the stats say the kernel does not demote:\n%s", topo->name,
+               nb_child.buf);
+  cr_expect_gt(nb_kv(l, "kdemoted"), 0, "%s: the kernel demoted nothing:\n%s", topo->name, nb_child.buf);
+  long long hot = nb_node(l, "hot", top), hot_all = hot + nb_node(l, "hot", below);
+  cr_expect_geq(hot * 10, hot_all * 9, "%s: %lld of %lld hot pages on node%d after 30 s:\n%s", topo->name, hot,
+                hot_all, top, nb_child.buf);
+  cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst after 10 s, high %d MiB:\n%s",
+                topo->name, (double)worst / VM_MIB, top, NB_HIGH_MIB, nb_child.buf);
+  long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
+  cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
+            "%s: tier 0 resident %lld, numa_maps says %lld on node%d:\n%s", topo->name, res0, maps0, top,
+            nb_child.buf);
+  cr_log_info("%s: the kernel demoting: %lld of %lld hot pages on node%d after 30 s; heap there at most %.1f MiB "
+              "after 10 s (high %d); the kernel demoted %.1f MiB at reclaim's request",
+              topo->name, hot, hot_all, top, (double)worst / VM_MIB, NB_HIGH_MIB,
+              (double)nb_kv(l, "kdemoted") / VM_MIB);
+  vm_write_file(NB_SYSCTL, nb_was);
+  nb_was[0] = '\0';
+  flock(lock_fd, LOCK_UN);
+  close(lock_fd);
+  nb_end();
+}
+
