@@ -20,7 +20,7 @@ static unsigned long long unplaced_allocated(void)
 
 int main(void)
 {
-  int (*tier_of)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "tier_of");
+  int (*tier_of_fn)(const void *) = (int (*)(const void *))dlsym(RTLD_DEFAULT, "tier_of");
   enum { N = 40, SZ = 64 << 20 };
   char *p[N];
   int placed = 0, unplaced = 0;
@@ -32,7 +32,7 @@ int main(void)
     }
     p[i][0] = (char)i;
     p[i][SZ - 1] = (char)i;
-    if (tier_of && tier_of(p[i]) >= 0) placed++;
+    if (tier_of_fn && tier_of_fn(p[i]) >= 0) placed++;
     else unplaced++;
   }
   unsigned long long before = unplaced_allocated();
