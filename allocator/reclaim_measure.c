@@ -219,7 +219,10 @@ void rc_stray_scan(uint64_t now)
   int64_t below = (int64_t)rc.below, own = rc.below_own;
   int64_t grown = below - (int64_t)rc.stray_below - (own - rc.stray_own);
   bool timed = now - rc.stray_ns >= rc.stray_gap;
-  if (!timed && grown < (int64_t)TM_CHUNK_SIZE && !rc.hand) return;
+  /* Handed, at every pass: the pages the kernel promoted count where they
+   * are, and reclaim gives them back; not while the kernel's own demotion
+   * holds tier 0 (its memory.numa_stat says what tier 0 holds). */
+  if (!timed && grown < (int64_t)TM_CHUNK_SIZE && !(rc.hand && !rc.kdemote)) return;
   bool limited = false;
   for (unsigned t = 0; t + 1 < rc.ntiers; t++)
     limited |= tm_budget_placement_limit(t) != TM_BUDGET_UNLIMITED;

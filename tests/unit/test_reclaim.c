@@ -720,6 +720,15 @@ static void rt_limits_cgroup(char **env)
   tm_reclaim_init(&rt_topo, tmptree);
 }
 
+/* The cgroup's anonymous bytes on node0 and node1 (memory.numa_stat). */
+static void rt_numa_stat(uint64_t n0, uint64_t n1)
+{
+  char text[128];
+  snprintf(text, sizeof text, "anon N0=%llu N1=%llu\nfile N0=0 N1=0\n", (unsigned long long)n0,
+           (unsigned long long)n1);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.numa_stat", text);
+}
+
 /* What the test's memory.reclaim was last asked for (bytes; 0: nothing). */
 static uint64_t rt_reclaim_asked(void)
 {
@@ -737,8 +746,8 @@ static uint64_t rt_reclaim_asked(void)
 static void rt_promoted_over_max(void **p, char **env)
 {
   tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
-  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
   tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  rt_numa_stat(0, 0);
   /* The environment's limit alone: neither protection nor limits from the parent. */
   const char *none[][2] = { { "memory.min", "0\n" }, { "memory.low", "0\n" }, { "memory.high", "max\n" },
                             { "memory.max", "max\n" } };
@@ -750,6 +759,7 @@ static void rt_promoted_over_max(void **p, char **env)
   rt_limits_cgroup(env);
   tm_chunk_t *up[3];
   rt_promote_three(p, up);
+  rt_numa_stat(rt_resident_on(0) + 6 * MiB, 0);   /* the cgroup's anon on node0, as the kernel counts it */
   rt_limits_cgroup(env);   /* the next pass a full one (and the counts from 0) */
 }
 
@@ -764,6 +774,7 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
   tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
   tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
                   NULL };
   rt_promoted_over_max(p, env);
@@ -777,6 +788,15 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   cr_expect_eq(st.numa_balancing_demotes, 1);
   cr_expect_eq(st.kernel_demoted, asked);
   cr_expect_eq(st.tier[0].reclaim.demoted, asked);
+  /* Between passes, the kernel promoting 4 MiB more: the next wake, not a
+   * full pass, reads memory.numa_stat and asks for them. */
+  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  rt_numa_stat(16 * MiB + 4 * MiB, 0);
+  uint64_t passes = rt_stats().reclaim_passes;
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().reclaim_passes, passes, "not a full pass");
+  cr_expect_eq(rt_reclaim_asked(), 4 * MiB, "asked %llu KiB", (unsigned long long)(rt_reclaim_asked() >> 10));
+  cr_expect_eq(rt_stats().kernel_demoted, asked + 4 * MiB);
   rt_free(p, 32);
 }
 
@@ -785,6 +805,7 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
 Test(reclaim, what_the_kernel_does_not_demote_reclaim_moves_itself)
 {
   void *p[32];
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
   tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
   tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
@@ -804,12 +825,13 @@ Test(reclaim, what_the_kernel_does_not_demote_reclaim_moves_itself)
 static void rt_kernel_not_asked(const char *rel, const char *text)
 {
   void *p[32];
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
   tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
   tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put(rel, text);
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
                   NULL };
   rt_promoted_over_max(p, env);
-  tmptree_put(rel, text);
   uint64_t own = tm_policy_used(0);
   tm_reclaim_pass();
   cr_expect_eq(rt_reclaim_asked(), 0, "%s: %s, yet the kernel was asked", rel, text);
@@ -1723,14 +1745,6 @@ Test(reclaim, vmas_stay_under_half_of_max_map_count)
   cr_expect_leq(runs, 4 + 2, "%u boundaries between tiers in range 0", runs);
   cr_expect_gt(rt_stats().tier[0].reclaim.demoted, 0, "it still demotes next to what moved");
   rt_free(p, 32);
-}
-
-static void rt_numa_stat(uint64_t n0, uint64_t n1)
-{
-  char text[128];
-  snprintf(text, sizeof text, "anon N0=%llu N1=%llu\nfile N0=0 N1=0\n", (unsigned long long)n0,
-           (unsigned long long)n1);
-  tmptree_put("sys/fs/cgroup/app/worker/memory.numa_stat", text);
 }
 
 /* Tier 0's high: 50% of memory.high 64M = 32M, shared by the cgroup. */
