@@ -14,6 +14,7 @@
 #include "cgroup.h"
 #include "hotness.h"
 #include "kfile.h"
+#include "options.h"
 #include "reclaim.h"
 #include "reclaim_state.h"
 #include "text.h"
@@ -273,6 +274,9 @@ void rc_refresh(uint64_t now)
 const char *rc_cgroup_demote_blocked(void)
 {
   char path[TM_KFILE_PATH_MAX];
+  /* A write to a cgroup file on the environment's word reaches outside the
+   * process's own memory. */
+  if (tm_options_secure()) return "secure execution: tiermalloc writes no cgroup file";
   if (tm_balancing_demotion(rc.root) != 1) return "the kernel does not demote on reclaim (demotion_enabled)";
   /* The root cgroup has no memory.current; its memory.reclaim is the whole machine's. */
   uint64_t cur;

@@ -211,7 +211,8 @@ uint64_t rc_shared_excess(unsigned t, const uint64_t *anon, const rc_scan_t *s);
  * *cur, by how much it is over limit - hysteresis into *over. */
 bool rc_cgroup_near(uint64_t *cur, uint64_t *over);
 /* Why the kernel's own demotion cannot hold tier 0 for this process, or
- * NULL when it can: demotion_enabled, the cgroup's memory.reclaim writable,
+ * NULL when it can: not in secure execution, demotion_enabled, the cgroup's
+ * memory.reclaim writable,
  * the process alone in a cgroup of its own (the kernel's reclaim takes from
  * the whole cgroup), and no swap for it (else memory.reclaim would page out
  * the lowest tier too, within its limits). */

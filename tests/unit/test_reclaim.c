@@ -850,6 +850,26 @@ Test(reclaim, the_kernel_is_not_asked_to_demote_where_its_reclaim_would_swap)
   rt_kernel_not_asked("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n/dev/zram0 partition\t262140\t0\t100\n");
 }
 
+/* In secure execution the environment's word writes no cgroup file. */
+Test(reclaim, the_kernel_is_not_asked_to_demote_in_secure_execution)
+{
+  void *p[32];
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  tm_options_init_from(env, true);
+  tm_budget_init(&rt_topo, tmptree);
+  tm_reclaim_init(&rt_topo, tmptree);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_reclaim_asked(), 0, "secure execution, yet the kernel was asked");
+  cr_expect_eq(rt_stats().numa_balancing_demotes, 0);
+  rt_free(p, 32);
+}
+
 Test(reclaim, the_kernel_is_not_asked_to_demote_for_a_cgroup_shared_with_others)
 {
   rt_kernel_not_asked("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n4343\n");
