@@ -213,6 +213,8 @@ static void rc_kernel_watch(void)
   /* Below high less the hysteresis, as a pass drains it; to max only, as a
    * pass holds it. */
   uint64_t target = high != TM_BUDGET_UNLIMITED ? (high > hyst ? high - hyst : 0) : max;
+  uint64_t low = tm_budget_get(0, TM_LIMIT_LOW);   /* below low only in a pass, when the nodes are short */
+  if (target < low) target = low;
   uint64_t want = held - (target < held ? target : held);
   uint64_t hard = max != TM_BUDGET_UNLIMITED && held > max ? held - max : 0;
   uint64_t cap = rc.allowance[0] > hard ? rc.allowance[0] : hard;   /* above max: at once */
@@ -288,13 +290,14 @@ uint64_t tm_reclaim_pass(void)
      * the kernel demoting, tier 0 is what it holds, wherever the chunks. */
     bool kernel = t == 0 && rc.kdemote;
     uint64_t used = kernel ? rc_kernel_held(s.budgeted[0]) : tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
-    uint64_t held = s.budgeted[t] > used ? s.budgeted[t] : used;
+    uint64_t held = kernel || s.budgeted[t] <= used ? used : s.budgeted[t];
     uint64_t hard;
-    uint64_t want = rc_demote_want(t, elapsed, extra, used, held, s.movable[t], &room, &over, &hard);
+    uint64_t want = rc_demote_want(t, elapsed, extra, used, held, kernel ? used : s.movable[t], &room, &over, &hard);
     if (want == 0) continue;
-    /* The kernel's LRU chooses, page by page, among all of tier 0's pages:
-     * what it did not demote, reclaim's own moves do below. */
-    uint64_t by_kernel = kernel ? rc_kernel_demote(want) : 0;
+    /* The kernel's LRU chooses, page by page, among all of tier 0's pages,
+     * within the protection (min, low); what it did not demote, reclaim's
+     * own moves do below. */
+    uint64_t by_kernel = kernel ? rc_kernel_demote(want < room.pages ? want : room.pages) : 0;
     if (by_kernel >= want) {
       rc.allowance[t] = rc.allowance[t] > by_kernel ? rc.allowance[t] - by_kernel : 0;
       state = TIER_RECLAIM_DEMOTING;
@@ -303,6 +306,8 @@ uint64_t tm_reclaim_pass(void)
     }
     want -= by_kernel;
     hard = hard > by_kernel ? hard - by_kernel : 0;
+    if (room.pages != UINT64_MAX) room.pages = room.pages > by_kernel ? room.pages - by_kernel : 0;
+    if (room.bytes != UINT64_MAX) room.bytes = room.bytes > by_kernel ? room.bytes - by_kernel : 0;
     /* Above high, a chunk the accessed bits saw in the last interval waits
      * for their next read after the tier went over: the data the program
      * wrote just before (filled once, never read again) was seen too, and

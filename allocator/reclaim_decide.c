@@ -105,8 +105,9 @@ uint64_t rc_demote_want(unsigned t, uint64_t elapsed_ns, uint64_t extra, uint64_
   }
   if (floor > 0) {
     /* Neither its pages nor its used go below the floor: a chunk's pages can
-     * be more than its committed bytes (a huge page) or fewer (untouched). */
-    uint64_t committed = tm_policy_used(t);
+     * be more than its committed bytes (a huge page) or fewer (untouched).
+     * Its used counts what the kernel moved to it (handed, `used`). */
+    uint64_t committed = used > tm_policy_used(t) ? used : tm_policy_used(t);
     if (resident <= floor || committed <= floor) return 0;
     room->pages = resident - floor;
     room->bytes = committed - floor;

@@ -800,6 +800,26 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   rt_free(p, 32);
 }
 
+/* The kernel is asked for no more than tier 0's protection allows: above a
+ * high of 16 MiB with a min of 16 MiB, down to the min, not to the high
+ * less the hysteresis. */
+Test(reclaim, the_kernel_is_asked_within_tier0s_protection)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_TOPTIER_MIN=16M", "TIERMALLOC_NUMA_BALANCING=tiering",
+                  "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_promoted_over_max(p, env);
+  uint64_t excess = rt_resident_on(0) + 6 * MiB - 16 * MiB;
+  tm_reclaim_pass();
+  cr_expect_eq(rt_reclaim_asked(), excess, "asked the kernel for %llu KiB, the excess over the min is %llu KiB",
+               (unsigned long long)(rt_reclaim_asked() >> 10), (unsigned long long)(excess >> 10));
+  rt_free(p, 32);
+}
+
 /* What the kernel did not demote (its memory.stat's pgdemote_direct did not
  * move: every page of tier 0 in use), reclaim moves itself. */
 Test(reclaim, what_the_kernel_does_not_demote_reclaim_moves_itself)
