@@ -5,7 +5,10 @@
  * holds the reclaim lock, which the tests that need NUMA balancing off also
  * hold), and tierctl explain's account of it. Where the kernel puts every
  * node in one memory tier (flat, and 6.1, which ignores HMAT) its tiering
- * mode promotes nothing to tier 0, and that is what is said. */
+ * mode promotes nothing to tier 0, and that is what is said. With the heap
+ * handed: tier 0 held by tiermalloc's moves (the kernel's demotion off, the
+ * default), and by the kernel's own demotion (demotion_enabled, the child
+ * alone in a cgroup that may not swap). */
 #include <criterion/criterion.h>
 #include <fcntl.h>
 #include <limits.h>
