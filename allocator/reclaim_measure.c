@@ -42,6 +42,18 @@ unsigned rc_rank(tm_chunk_t *c)
   return RC_HEAT_RANKS - 1 - tm_hotness_heat(c) * RC_HEAT_RANKS / (TM_HOTNESS_HEAT_MAX + 1);
 }
 
+/* Pages the kernel moved off their chunks' tier count where they are: from[t]
+ * bytes of tier t's chunks (counted there by mincore), to[u] bytes on tier u. */
+static void rc_count_where(rc_scan_t *s, const uint64_t *from, const uint64_t *to)
+{
+  for (unsigned t = 0; t < rc.ntiers; t++) {
+    uint64_t off = from[t] < s->budgeted[t] ? from[t] : s->budgeted[t];
+    s->resident[t] -= off < s->resident[t] ? off : s->resident[t];
+    s->budgeted[t] = s->budgeted[t] - off + to[t];
+    s->resident[t] += to[t];
+  }
+}
+
 void rc_measure(rc_scan_t *s)
 {
   memset(s, 0, sizeof *s);
@@ -96,26 +108,10 @@ void rc_measure(rc_scan_t *s)
       }
     }
   }
-  /* Handed chunks' pages the kernel moved up count where they are. */
-  for (unsigned t = 1; t < rc.ntiers; t++) {
-    uint64_t up = rc.up_from[t] < s->budgeted[t] ? rc.up_from[t] : s->budgeted[t];
-    s->resident[t] -= up < s->resident[t] ? up : s->resident[t];
-    s->budgeted[t] -= up;
-  }
-  for (unsigned u = 0; u + 1 < rc.ntiers; u++) {
-    s->resident[u] += rc.up_to[u];
-    s->budgeted[u] += rc.up_to[u];
-  }
-  /* And pages the kernel's reclaim moved down (demotion_enabled). */
-  for (unsigned t = 0; t + 1 < rc.ntiers; t++) {
-    uint64_t down = rc.down_from[t] < s->budgeted[t] ? rc.down_from[t] : s->budgeted[t];
-    s->resident[t] -= down < s->resident[t] ? down : s->resident[t];
-    s->budgeted[t] -= down;
-  }
-  for (unsigned u = 1; u < rc.ntiers; u++) {
-    s->resident[u] += rc.down_to[u];
-    s->budgeted[u] += rc.down_to[u];
-  }
+  /* Handed chunks' pages the kernel moved up count where they are, and
+   * pages its reclaim moved down (demotion_enabled). */
+  rc_count_where(s, rc.up_from, rc.up_to);
+  rc_count_where(s, rc.down_from, rc.down_to);
 }
 
 /* ---- pages above their chunk's tier --------------------------------------- */
