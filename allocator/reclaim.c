@@ -191,34 +191,29 @@ static uint64_t rc_wait_pass(uint64_t now)
 /* What tier 0 holds while the kernel demotes: the cgroup's anonymous
  * memory on its nodes (memory.numa_stat: one small read, no page-table
  * walk), which is what the kernel's reclaim takes from, the process being
- * alone in it; else the heap's pages there as the pass measured them. */
-static uint64_t rc_kernel_held(uint64_t measured)
+ * alone in it. False when it cannot be read. */
+static bool rc_kernel_held(uint64_t *held)
 {
   uint64_t anon[TIER_MAX_TIERS];
-  return rc_cgroup_anon(anon) ? anon[0] : measured;
+  if (!rc_cgroup_anon(anon)) return false;
+  *held = anon[0];
+  return true;
 }
 
 /* Between passes while the kernel demotes: its promotions come in bursts
  * (a scan's worth of hint faults within a second), so tier 0 is looked at
  * every RECLAIM_PERIOD_MIN_MS, at the cost of one read of memory.numa_stat,
- * and what is above its high (less the hysteresis) is asked of the kernel
- * at once, within the rate. */
+ * and what a pass would ask of the kernel (rc_demote_want: the watermarks,
+ * the mode, protection and the rate) is asked at once. */
 static void rc_kernel_watch(void)
 {
-  uint64_t high = tm_budget_get(0, TM_LIMIT_HIGH), max = tm_budget_get(0, TM_LIMIT_MAX);
-  uint64_t limit = max < high ? max : high;
-  if (limit == TM_BUDGET_UNLIMITED) return;
-  uint64_t held = rc_kernel_held(0), hyst = rc_hysteresis(limit);
-  if (held <= limit) return;
-  /* Below high less the hysteresis, as a pass drains it; to max only, as a
-   * pass holds it. */
-  uint64_t target = high != TM_BUDGET_UNLIMITED ? (high > hyst ? high - hyst : 0) : max;
-  uint64_t low = tm_budget_get(0, TM_LIMIT_LOW);   /* below low only in a pass, when the nodes are short */
-  if (target < low) target = low;
-  uint64_t want = held - (target < held ? target : held);
-  uint64_t hard = max != TM_BUDGET_UNLIMITED && held > max ? held - max : 0;
-  uint64_t cap = rc.allowance[0] > hard ? rc.allowance[0] : hard;   /* above max: at once */
-  if (want > cap) want = cap;
+  uint64_t held, hard;
+  rc_room_t room;
+  bool over = false;
+  if (!rc_kernel_held(&held)) return;
+  uint64_t want = rc_demote_want(0, 0, 0, held, held, held, &room, &over, &hard);
+  if (want > room.pages) want = room.pages;
+  if (want == 0) return;
   uint64_t done = rc_kernel_demote(want);
   rc.allowance[0] = rc.allowance[0] > done ? rc.allowance[0] - done : 0;
   if (done) atomic_store_explicit(&rc_state, TIER_RECLAIM_DEMOTING, memory_order_relaxed);
@@ -289,7 +284,8 @@ uint64_t tm_reclaim_pass(void)
     /* Handed chunks' pages the kernel moved up are used where they are; with
      * the kernel demoting, tier 0 is what it holds, wherever the chunks. */
     bool kernel = t == 0 && rc.kdemote;
-    uint64_t used = kernel ? rc_kernel_held(s.budgeted[0]) : tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
+    uint64_t used = tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
+    if (kernel && !rc_kernel_held(&used)) used = s.budgeted[0];   /* the heap's pages there, as measured */
     uint64_t held = kernel || s.budgeted[t] <= used ? used : s.budgeted[t];
     uint64_t hard;
     uint64_t want = rc_demote_want(t, elapsed, extra, used, held, kernel ? used : s.movable[t], &room, &over, &hard);

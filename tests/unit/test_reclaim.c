@@ -820,6 +820,34 @@ Test(reclaim, the_kernel_is_asked_within_tier0s_protection)
   rt_free(p, 32);
 }
 
+/* The wake between passes asks what a pass would: with
+ * TIERMALLOC_RECLAIM=pressure, tier 0 above its high is left while the
+ * nodes have room, by the pass and by the wake alike. */
+Test(reclaim, the_kernel_is_asked_as_a_pass_would_in_pressure_mode)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_NUMA_BALANCING=tiering",
+                  "TIERMALLOC_RECLAIM_RATE=1T", NULL };
+  rt_promoted_over_max(p, env);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_reclaim_asked(), 0, "a pass asked the kernel with the nodes not short");
+  /* Back under the high at a pass, then a burst before the next. */
+  rt_limits_cgroup(env);
+  rt_numa_stat(8 * MiB, 0);
+  tm_reclaim_pass();
+  rt_numa_stat(16 * MiB + 8 * MiB, 0);
+  uint64_t passes = rt_stats().reclaim_passes;
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().reclaim_passes, passes, "not a full pass");
+  cr_expect_eq(rt_reclaim_asked(), 0, "the wake between passes asked the kernel with the nodes not short");
+  cr_expect_eq(rt_stats().numa_balancing_demotes, 1);
+  rt_free(p, 32);
+}
+
 /* What the kernel did not demote (its memory.stat's pgdemote_direct did not
  * move: every page of tier 0 in use), reclaim moves itself. */
 Test(reclaim, what_the_kernel_does_not_demote_reclaim_moves_itself)
