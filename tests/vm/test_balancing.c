@@ -274,6 +274,29 @@ static void nb_end(void)
   cr_expect_eq(vm_proc_wait(&nb_child), 0, "%s", nb_child.buf);
 }
 
+/* Counted where they are: the stats' tier 0 (answer l) against numa_maps'
+ * node `top`, within 5 %. */
+static void nb_expect_counted(const vm_topology_t *topo, const char *l, int top)
+{
+  long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
+  cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
+            "%s: tier 0 resident %lld, numa_maps says %lld on node%d:\n%s", topo->name, res0, maps0, top,
+            nb_child.buf);
+}
+
+/* The kernel's switches as they were, before the reclaim lock goes (another
+ * suite's test may take it at once), then the child's end. */
+static void nb_finish(int lock_fd)
+{
+  vm_write_file(NB_SYSCTL, nb_was);
+  nb_was[0] = '\0';
+  if (nb_dem_was[0]) vm_write_file(NB_DEMOTION, nb_dem_was);
+  nb_dem_was[0] = '\0';
+  flock(lock_fd, LOCK_UN);
+  close(lock_fd);
+  nb_end();
+}
+
 Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_and_holds_the_high,
      .fini = nb_fini, .timeout = 240)
 {
@@ -303,11 +326,7 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   long long tierof0 = nb_kv(l, "tierof0"), hot0 = nb_node(l, "hot", top);
   cr_expect(tierof0 * 20 >= hot0 * 19 && tierof0 * 20 <= hot0 * 21 + 20,
             "%s: tier_of puts %lld hot objects on tier 0, move_pages %lld:\n%s", topo->name, tierof0, hot0, nb_child.buf);
-  /* Counted where they are: the stats' tier 0 against numa_maps' node0. */
-  long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
-  cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
-            "%s: tier 0 resident %lld, numa_maps says %lld on node%d:\n%s", topo->name, res0, maps0, top,
-            nb_child.buf);
+  nb_expect_counted(topo, l, top);
   /* After the first 8 s: the high, its hysteresis (5 %) and a chunk in flight. */
   cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst, high %d MiB:\n%s", topo->name,
                 (double)worst / VM_MIB, top, NB_HIGH_MIB, nb_child.buf);
@@ -322,11 +341,7 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   l = nb_where_now();
   cr_expect_eq(nb_kv(l, "heap"), 0, "%s: NUMA balancing off, the stats still say the heap is handed:\n%s",
                topo->name, nb_child.buf);
-  vm_write_file(NB_SYSCTL, nb_was);
-  nb_was[0] = '\0';
-  flock(lock_fd, LOCK_UN);
-  close(lock_fd);
-  nb_end();
+  nb_finish(lock_fd);
 }
 
 /* The same heap under a high below its hot set (4 MiB against 8): once the
@@ -360,11 +375,7 @@ Test(balancing, tiering_under_a_high_below_the_hot_set_gives_back_promoted_pages
               "heap there at most %.1f MiB after 10 s; %.1f MiB given back, %.1f MiB of it promoted again within 10 s",
               topo->name, NB_TIGHT_MIB, hot, hot_all, top, best_hot, (double)worst / VM_MIB, (double)given / VM_MIB,
               (double)undone / VM_MIB);
-  vm_write_file(NB_SYSCTL, nb_was);
-  nb_was[0] = '\0';
-  flock(lock_fd, LOCK_UN);
-  close(lock_fd);
-  nb_end();
+  nb_finish(lock_fd);
 }
 
 /* With the kernel demoting (demotion_enabled, the child alone in a cgroup
@@ -400,18 +411,11 @@ Test(balancing, tiering_with_the_kernel_demoting_puts_the_hot_set_on_top_within_
                 hot_all, top, nb_child.buf);
   cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst after 10 s, high %d MiB:\n%s",
                 topo->name, (double)worst / VM_MIB, top, NB_HIGH_MIB, nb_child.buf);
-  long long res0 = nb_kv(l, "res0"), maps0 = nb_node(l, "maps", top);
-  cr_expect(res0 * 20 >= maps0 * 19 && res0 * 20 <= maps0 * 21,
-            "%s: tier 0 resident %lld, numa_maps says %lld on node%d:\n%s", topo->name, res0, maps0, top,
-            nb_child.buf);
+  nb_expect_counted(topo, l, top);
   cr_log_info("%s: the kernel demoting: %lld of %lld hot pages on node%d after 30 s; heap there at most %.1f MiB "
               "after 10 s (high %d); the kernel demoted %.1f MiB at reclaim's request",
               topo->name, hot, hot_all, top, (double)worst / VM_MIB, NB_HIGH_MIB,
               (double)nb_kv(l, "kdemoted") / VM_MIB);
-  vm_write_file(NB_SYSCTL, nb_was);
-  nb_was[0] = '\0';
-  flock(lock_fd, LOCK_UN);
-  close(lock_fd);
-  nb_end();
+  nb_finish(lock_fd);
 }
 
