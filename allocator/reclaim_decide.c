@@ -188,13 +188,16 @@ bool rc_settled(tm_chunk_t *c)
 }
 
 /* Bytes tier t may still take before it reaches its placement limit (the
- * smaller of high and max) less the hysteresis: promotion stops short of
- * what would make reclaim demote again. UINT64_MAX: unlimited. */
-uint64_t rc_room_below_high(unsigned t)
+ * smaller of high and max), less the hysteresis when `margin`: promotion
+ * into free room stops short of what would make reclaim demote again; an
+ * exchange, which leaves the tier's usage as it was, may fill it to the
+ * limit. UINT64_MAX: unlimited. */
+uint64_t rc_room_below_high(unsigned t, bool margin)
 {
   uint64_t lim = tm_budget_placement_limit(t);
   if (lim == TM_BUDGET_UNLIMITED) return UINT64_MAX;
-  uint64_t target = lim > rc_hysteresis(lim) ? lim - rc_hysteresis(lim) : 0, used = tm_policy_used(t);
+  uint64_t hyst = margin ? rc_hysteresis(lim) : 0, used = tm_policy_used(t);
+  uint64_t target = lim > hyst ? lim - hyst : 0;
   return target > used ? target - used : 0;
 }
 

@@ -248,7 +248,7 @@ rc_excess_t rc_lowest_excess(uint64_t pages);
 bool rc_settled(tm_chunk_t *c);
 /* Bytes tier t may still take under its placement limit less the
  * hysteresis; UINT64_MAX: unlimited. */
-uint64_t rc_room_below_high(unsigned t);
+uint64_t rc_room_below_high(unsigned t, bool margin);
 /* The chunks of tier t that heat u (graded or not) may replace, the coldest
  * first: up to max into out[]; returns how many. */
 unsigned rc_colder(unsigned t, unsigned u, bool graded, rc_pick_t *out, unsigned max);

@@ -1398,6 +1398,32 @@ Test(reclaim, a_full_tier_exchanges_its_cold_chunks_for_hot_ones_below)
   rt_free(top, 8);
 }
 
+/* A tier placement filled to its high: each chunk that goes up takes one
+ * down, not the hysteresis with it (bench/tier-quality's zipfian heap lost
+ * a fifth of the accesses tier 0 served when the first exchange took four
+ * chunks down for one up). */
+Test(reclaim, an_exchange_into_a_full_tier_demotes_as_much_as_it_promotes)
+{
+  void *top[7], *p[16];
+  rt_accessed_tree();
+  char *first[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_TOPTIER_HIGH=64M", NULL };
+  rt_limits(first);
+  rt_fill_chunks(top, 7, -1);   /* 14 MiB on tier 0: under high, over high less the hysteresis */
+  char *env[] = { "TIERMALLOC_HOTNESS=accessed", "TIERMALLOC_HOTNESS_PIECES=0", "TIERMALLOC_TOPTIER_HIGH=16M",
+                  "TIERMALLOC_RECLAIM_HYSTERESIS=4M", "TIERMALLOC_HOTNESS_INTERVAL_MS=100", NULL };
+  rt_hot_below(p, env);
+  uint64_t used0 = tm_policy_used(0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 4, 0), 4, "the hot chunks went up");
+  tier_stats_t s = rt_stats();
+  cr_expect_leq(s.tier[0].reclaim.demoted, 8 * MiB + 64 * 1024, "%llu KiB demoted for 8 MiB promoted",
+                (unsigned long long)(s.tier[0].reclaim.demoted >> 10));
+  cr_expect_geq(tm_policy_used(0) + 64 * 1024, used0, "tier 0 holds what it held: %llu of %llu KiB",
+                (unsigned long long)(tm_policy_used(0) >> 10), (unsigned long long)(used0 >> 10));
+  rt_free(p, 16);
+  rt_free(top, 7);
+}
+
 Test(reclaim, a_chunk_moved_stays_through_the_cool_down_and_hot_data_is_never_exchanged)
 {
   void *p[16];
