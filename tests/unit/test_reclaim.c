@@ -1518,6 +1518,26 @@ Test(reclaim, a_full_tier_exchanges_its_least_hot_chunks_for_much_hotter_ones_be
   rt_free(all, 9);
 }
 
+/* A heat is how widely a chunk is used, not how much: below four times the
+ * heat of what it would replace, a chunk stays where it is (on a zipfian
+ * heap, exchanges at heats up to three times apart lost tier 0 a tenth of
+ * the accesses it served). Four times: the test above. */
+Test(reclaim, a_chunk_three_times_as_hot_as_the_least_hot_on_top_stays_below)
+{
+  void *all[9], *top[8], *p[16];
+  rt_full_top(all, top, p);
+  rt_set_heat(top, 0, 2, 30);   /* the two least hot on top */
+  rt_set_heat(top, 2, 8, 125);
+  rt_heat(p, 0, 4, true);
+  rt_set_heat(p, 0, 4, 90);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_chunks_on(p, 0, 16, 0), 0, "nothing three times as hot went up");
+  cr_expect_eq(rt_chunks_on(top, 0, 8, 0), 8, "nothing on top went down");
+  cr_expect_eq(rt_stats().tier[0].reclaim.demoted, 0);
+  rt_free(p, 16);
+  rt_free(all, 9);
+}
+
 /* Heat in huge pages does not grade a chunk (one accessed bit for all of
  * it): a chunk below in huge pages is exchanged for one on top in huge
  * pages well below its heat, never for a graded one, however cold. */
