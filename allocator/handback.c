@@ -42,7 +42,19 @@ static struct {
 } hb_cursor;
 
 /* Written by the reclaim thread only, read by stats. */
-static _Atomic uint64_t hb_given, hb_undone;
+static _Atomic uint64_t hb_given, hb_undone, hb_kundone;
+
+/* The sample of the handed heap's pages (handback.h), by address. */
+#define HB_SAMPLE_PER_CHUNK (TM_CHUNK_SIZE / HB_PAGE / TM_HANDBACK_SAMPLE_STRIDE)
+#define HB_SAMPLE_MAX 4096u
+typedef struct {
+  uintptr_t page;
+  uint64_t left;   /* when an ask took it off tier 0; 0: none pending */
+  int8_t tier;     /* at the last look; -1: not there */
+} hb_sampled_t;
+static hb_sampled_t hb_sample[HB_SAMPLE_MAX];
+static unsigned hb_nsample;
+static uint64_t hb_look_ns;
 
 static void hb_add(_Atomic uint64_t *v, uint64_t n)
 {
@@ -54,11 +66,14 @@ void tm_handback_reset(void)
   memset(hb_seen, 0, sizeof hb_seen);
   memset(hb_ring, 0, sizeof hb_ring);
   memset(hb_last, 0, sizeof hb_last);
-  hb_nseen = hb_evict = hb_head = 0;
+  memset(hb_sample, 0, sizeof hb_sample);
+  hb_nseen = hb_evict = hb_head = hb_nsample = 0;
+  hb_look_ns = 0;
   hb_cursor.range = 0;
   hb_cursor.at = 0;
   atomic_store_explicit(&hb_given, 0, memory_order_relaxed);
   atomic_store_explicit(&hb_undone, 0, memory_order_relaxed);
+  atomic_store_explicit(&hb_kundone, 0, memory_order_relaxed);
 }
 
 uint64_t tm_handback_given(void)
@@ -69,6 +84,11 @@ uint64_t tm_handback_given(void)
 uint64_t tm_handback_undone(void)
 {
   return atomic_load_explicit(&hb_undone, memory_order_relaxed);
+}
+
+uint64_t tm_handback_kernel_undone(void)
+{
+  return atomic_load_explicit(&hb_kundone, memory_order_relaxed);
 }
 
 static unsigned hb_hash(uintptr_t page)
@@ -196,5 +216,58 @@ void tm_handback_check(uint64_t now)
     hb_add(&hb_undone, HB_PAGE);
     hb_put_last(hb_ring[at[j]].page, now);
     hb_ring[at[j]].page = 0;
+  }
+}
+
+/* The sample anew from the chunk map (handed chunks come and go), each page
+ * keeping what the last look knew of it. Returns the bytes a sampled page
+ * stands for. */
+static uint64_t hb_sample_update(void)
+{
+  static hb_sampled_t next[HB_SAMPLE_MAX];
+  unsigned n = 0, old = 0;
+  uint64_t chunks = 0, sampled = 0;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED) || tm_chunk_bytes(c) == 0)
+        continue;
+      chunks++;
+      if (n + HB_SAMPLE_PER_CHUNK > HB_SAMPLE_MAX) continue;
+      sampled++;
+      /* Not the same page of every chunk: its first may be special. */
+      uintptr_t off = ((uintptr_t)(c - tm_chunks) * 37u) % TM_HANDBACK_SAMPLE_STRIDE;
+      for (unsigned k = 0; k < HB_SAMPLE_PER_CHUNK; k++) {
+        uintptr_t page = a + ((uintptr_t)k * TM_HANDBACK_SAMPLE_STRIDE + off) * HB_PAGE;
+        while (old < hb_nsample && hb_sample[old].page < page) old++;
+        if (old < hb_nsample && hb_sample[old].page == page) next[n] = hb_sample[old];
+        else next[n] = (hb_sampled_t){ .page = page, .left = 0, .tier = -1 };
+        n++;
+      }
+    }
+  memcpy(hb_sample, next, n * sizeof next[0]);
+  hb_nsample = n;
+  return sampled ? (uint64_t)TM_HANDBACK_SAMPLE_STRIDE * HB_PAGE * chunks / sampled : 0;
+}
+
+void tm_handback_look(uint64_t now, tm_handback_look_t why)
+{
+  static void *pages[HB_SAMPLE_MAX];
+  static int8_t tier[HB_SAMPLE_MAX];
+  if (why == TM_HANDBACK_TICK && hb_look_ns && now - hb_look_ns < 1000000000ull) return;
+  hb_look_ns = now;
+  uint64_t stands = hb_sample_update();
+  for (unsigned k = 0; k < hb_nsample; k++) pages[k] = (void *)hb_sample[k].page;
+  if (hb_nsample == 0 || tm_migrate_where(pages, (int)hb_nsample, tier) != 0) return;
+  for (unsigned k = 0; k < hb_nsample; k++) {
+    hb_sampled_t *e = &hb_sample[k];
+    if (e->left && now - e->left > TM_HANDBACK_UNDONE_NS) e->left = 0;   /* stayed down */
+    if (why == TM_HANDBACK_AFTER && e->tier == 0 && tier[k] > 0) {
+      e->left = now;
+    } else if (e->left && tier[k] == 0) {
+      hb_add(&hb_kundone, stands);
+      e->left = 0;
+    }
+    e->tier = tier[k];
   }
 }

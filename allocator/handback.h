@@ -54,6 +54,29 @@ void tm_handback_check(uint64_t now);
 uint64_t tm_handback_given(void);
 uint64_t tm_handback_undone(void);
 
+/* The kernel's own demotions undone. An ask of the cgroup's memory.reclaim
+ * (reclaim_cgroup.c) does not say which pages the kernel's LRU took, so a
+ * sample of the handed heap's pages is watched: HB_SAMPLE_PER_CHUNK a
+ * chunk, each standing for the TM_HANDBACK_SAMPLE_STRIDE pages around it,
+ * looked up (one move_pages call) just before and just after each ask and
+ * once a second between. A page of the sample on tier 0 before an ask and
+ * below it after is one the kernel demoted; found on tier 0 again within
+ * TM_HANDBACK_UNDONE_NS, it is a demotion undone, counted for the pages it
+ * stands for (an estimate: 512 KiB a sampled page; past HB_SAMPLE_MAX
+ * pages, 2 GiB of handed heap, scaled by the chunks not sampled). */
+#define TM_HANDBACK_SAMPLE_STRIDE 128u
+
+typedef enum tm_handback_look_e {
+  TM_HANDBACK_TICK,     /* between asks: at most once a second */
+  TM_HANDBACK_BEFORE,   /* just before an ask */
+  TM_HANDBACK_AFTER,    /* just after it: what left tier 0 since, the kernel demoted */
+} tm_handback_look_t;
+
+void tm_handback_look(uint64_t now, tm_handback_look_t why);
+
+/* Bytes of the kernel's demotions found undone (the estimate above). */
+uint64_t tm_handback_kernel_undone(void);
+
 /* Forgets everything (start-up, and a fork's child). */
 void tm_handback_reset(void);
 

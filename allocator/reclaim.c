@@ -210,6 +210,7 @@ static void rc_kernel_watch(void)
   uint64_t held, hard;
   rc_room_t room;
   bool over = false;
+  tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_TICK);   /* demotions undone */
   if (!rc_kernel_held(&held)) return;
   uint64_t want = rc_demote_want(0, 0, 0, held, held, held, &room, &over, &hard);
   if (want > room.pages) want = room.pages;

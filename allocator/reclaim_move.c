@@ -7,9 +7,11 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "balancing.h"
 #include "chunkmap.h"
+#include "clock.h"
 #include "handback.h"
 #include "hotness.h"
 #include "kfile.h"
@@ -292,9 +294,13 @@ void rc_hand_update(uint64_t now)
   }
 }
 
+/* Asks the kernel (rc_cgroup_demote), with a look at handback's sample on
+ * either side: what left tier 0 across the ask, the kernel demoted. */
 uint64_t rc_kernel_demote(uint64_t want)
 {
+  tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_BEFORE);
   uint64_t down = rc_cgroup_demote(want);
+  tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_AFTER);
   rc_add(&rc_demoted[0], down);
   rc_add(&rc_kdemoted, down);
   return down;

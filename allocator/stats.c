@@ -75,6 +75,7 @@ int tm_stats_snapshot(tier_stats_t *s, const tier_stats_t *prev)
   s->numa_balancing_policies = tm_startup_numa_balancing_policies();
   s->handed_given_back = tm_handback_given();
   s->handed_undone = tm_handback_undone();
+  s->kernel_undone = tm_handback_kernel_undone();
   s->unplaced_allocated = allocated[TM_RANGE_OTHER];
   if (prev == NULL) return tm_stats_resident(s);
   for (unsigned t = 0; t < s->ntiers; t++) s->tier[t].resident = prev->tier[t].resident;

@@ -18,6 +18,7 @@
 #include "budget.h"
 #include "capture.h"
 #include "chunkmap.h"
+#include "clock.h"
 #include "handback.h"
 #include "hint.h"
 #include "hotness.h"
@@ -42,6 +43,7 @@ static struct {
   int moves, pageouts, pushes, splits, hands;
   bool push_works;           /* push moves the pages (else they stay: the node is full) */
   int push_busy;             /* of them, the first pages' status says -EBUSY (a huge page's other entries) */
+  unsigned kernel_takes;     /* chunk index + 1 whose pages on node0 the kernel demotes once memory.reclaim is asked */
   /* Chunks whose pages each have a node of their own (pages the kernel's
    * NUMA balancing promoted one by one): where and push answer per page. */
   struct {
@@ -92,9 +94,19 @@ static int rt_move(void *p, size_t size, const tm_nodemask_t *nodes, int first_n
   return 0;
 }
 
+static uint64_t rt_reclaim_asked(void);
+
 static int rt_where(void *const *pages, int n, int *node)
 {
   unsigned char vec[1];
+  /* The kernel's reclaim took them when it was asked (the write is the
+   * test's file: its effect shows at the next look). */
+  if (rt.kernel_takes && rt_reclaim_asked() > 0) {
+    unsigned i = rt.kernel_takes - 1;
+    rt.stuck[i] = 0;
+    rt.node[i] = (int8_t)tm_chunk_tier(&tm_chunks[i]);   /* node t is tier t's */
+    rt.kernel_takes = 0;
+  }
   for (int k = 0; k < n; k++) {
     unsigned i = rt_index(pages[k]);
     if (mincore((void *)((uintptr_t)pages[k] & ~(uintptr_t)4095), 4096, vec) != 0 || !(vec[0] & 1)) {
@@ -797,6 +809,54 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   cr_expect_eq(rt_stats().reclaim_passes, passes, "not a full pass");
   cr_expect_eq(rt_reclaim_asked(), 4 * MiB, "asked %llu KiB", (unsigned long long)(rt_reclaim_asked() >> 10));
   cr_expect_eq(rt_stats().kernel_demoted, asked + 4 * MiB);
+  rt_free(p, 32);
+}
+
+/* The kernel's demotions undone (handback.h): memory.reclaim does not say
+ * which pages the kernel's LRU took, so a sample of the handed heap's pages
+ * (4 a chunk) is looked up on either side of each ask; one the ask took off
+ * tier 0 and found there again within 10 s counts for the 128 pages it
+ * stands for. What left tier 0 between asks (tiermalloc's own moves) or
+ * came back later than 10 s is not counted. */
+Test(reclaim, the_kernels_demotions_undone_are_counted_from_a_sample)
+{
+  void *p[32];
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  unsigned a = 0;
+  for (int k = 0; k < 32 && !a; k++) {
+    unsigned i = rt_index(p[k]);
+    if (tm_chunk_tier(tm_chunk_of(p[k])) == 1 && rt.stuck[i] == (int)(TM_CHUNK_SIZE / 4096)) a = i + 1;
+  }
+  cr_assert(a, "a chunk whose pages the kernel promoted");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  rt.kernel_takes = a;
+  tm_reclaim_pass();
+  cr_assert_gt(rt_reclaim_asked(), 0, "the kernel was asked");
+  cr_assert_eq(rt.kernel_takes, 0, "and took the chunk's pages");
+  cr_expect_eq(tm_handback_kernel_undone(), 0, "none back yet");
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC), s = 1000000000ull;
+  rt.stuck[a - 1] = (int)(TM_CHUNK_SIZE / 4096);   /* the kernel promotes them again */
+  tm_handback_look(now + 2 * s, TM_HANDBACK_TICK);
+  cr_expect_eq(tm_handback_kernel_undone(), 4 * TM_HANDBACK_SAMPLE_STRIDE * 4096, "the chunk's 4 sampled pages: %llu KiB", (unsigned long long)(tm_handback_kernel_undone() >> 10));
+  /* Demoted at an ask again, back after 11 s: a demotion that held. */
+  tm_handback_look(now + 3 * s, TM_HANDBACK_BEFORE);
+  rt.stuck[a - 1] = 0;
+  tm_handback_look(now + 3 * s, TM_HANDBACK_AFTER);
+  rt.stuck[a - 1] = (int)(TM_CHUNK_SIZE / 4096);
+  tm_handback_look(now + 14 * s, TM_HANDBACK_TICK);
+  cr_expect_eq(tm_handback_kernel_undone(), 4 * TM_HANDBACK_SAMPLE_STRIDE * 4096, "not counted again: %llu KiB", (unsigned long long)(tm_handback_kernel_undone() >> 10));
+  /* Down between asks (not the kernel's reclaim), back within 10 s. */
+  rt.stuck[a - 1] = 0;
+  tm_handback_look(now + 16 * s, TM_HANDBACK_TICK);
+  rt.stuck[a - 1] = (int)(TM_CHUNK_SIZE / 4096);
+  tm_handback_look(now + 18 * s, TM_HANDBACK_TICK);
+  cr_expect_eq(tm_handback_kernel_undone(), 4 * TM_HANDBACK_SAMPLE_STRIDE * 4096, "not the kernel's");
   rt_free(p, 32);
 }
 
