@@ -161,11 +161,12 @@ static void nb_where(void)
     if (maps[n]) printf(" mapsN%d=%llu", n, (unsigned long long)maps[n]);
   }
   printf(" tierof0=%zu handed=%u heap=%u demotes=%u state=%u used0=%llu res0=%llu demoted0=%llu given=%llu "
-         "undone=%llu kdemoted=%llu\n",
+         "undone=%llu kdemoted=%llu kundone=%llu\n",
          tierof0, nb_handed(), s.numa_balancing_heap, s.numa_balancing_demotes, s.reclaim_state,
          (unsigned long long)s.tier[0].used, (unsigned long long)s.tier[0].resident,
          (unsigned long long)s.tier[0].reclaim.demoted, (unsigned long long)s.handed_given_back,
-         (unsigned long long)s.handed_undone, (unsigned long long)s.kernel_demoted);
+         (unsigned long long)s.handed_undone, (unsigned long long)s.kernel_demoted,
+         (unsigned long long)s.kernel_undone);
   fflush(stdout);
 }
 
@@ -233,13 +234,22 @@ static const char *nb_where_now(void)
 
 /* With the reclaim lock held and NUMA balancing in tiering mode, the child
  * started with TIERMALLOC_NUMA_BALANCING=tiering and a top-tier high of
- * high_mib, in nb_cg if set, and ready. Returns the lock's descriptor. */
-static int nb_start(int high_mib)
+ * high_mib, and ready. With demote_cg, the kernel demoting: demotion_enabled
+ * on, the child alone in a cgroup of that name that may not swap (else the
+ * kernel's reclaim would page the lowest tier out too); set once the lock is
+ * held, as another test may set them too. Returns the lock's descriptor. */
+static int nb_start(int high_mib, const char *demote_cg)
 {
   int lock_fd = vm_flock(VM_RECLAIM_LOCK, LOCK_EX);
   cr_assert_geq(lock_fd, 0);
   cr_assert_eq(vm_read_file(NB_SYSCTL, nb_was, sizeof nb_was), 0);
   vm_write_file(NB_SYSCTL, "2");
+  if (demote_cg) {
+    cr_assert_eq(vm_read_file(NB_DEMOTION, nb_dem_was, sizeof nb_dem_was), 0);
+    vm_write_file(NB_DEMOTION, "1");
+    vm_cgroup_make(nb_cg, sizeof nb_cg, demote_cg);
+    vm_cgroup_set(nb_cg, "memory.swap.max", "0");
+  }
   char high[48];
   snprintf(high, sizeof high, "TIERMALLOC_TOPTIER_HIGH=%dM", high_mib);
   char *env[] = { "VMTEST_NB=child", "TIERMALLOC_NUMA_BALANCING=tiering", high, NULL };
@@ -303,7 +313,7 @@ Test(balancing, tiering_hands_the_heap_to_numa_balancing_counts_it_where_it_is_a
   const vm_topology_t *topo = vm_topology();
   if (topo->ntiers != 2) cr_skip_test("%s: the test is for two tiers, node0 with the CPUs on top", topo->name);
   int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
-  int lock_fd = nb_start(NB_HIGH_MIB);
+  int lock_fd = nb_start(NB_HIGH_MIB, NULL);
   const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
   long long worst, handed, best_hot;
   const char *l = nb_watch(top, 20, &worst, &handed, &best_hot);
@@ -360,7 +370,7 @@ Test(balancing, tiering_under_a_high_below_the_hot_set_gives_back_promoted_pages
     cr_skip_test("%s: the kernel's tiering mode promotes from a lower kernel memory tier; two tiers apart needed",
                  topo->name);
   int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
-  int lock_fd = nb_start(NB_TIGHT_MIB);
+  int lock_fd = nb_start(NB_TIGHT_MIB, NULL);
   const long long limit = (long long)NB_TIGHT_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
   long long worst, handed, best_hot;
   const char *l = nb_watch(top, 20, &worst, &handed, &best_hot);
@@ -394,11 +404,7 @@ Test(balancing, tiering_with_the_kernel_demoting_puts_the_hot_set_on_top_within_
     cr_skip_test("%s: the kernel's tiering mode promotes and demotes between kernel memory tiers; two apart needed",
                  topo->name);
   int top = vm_tier_node(topo, 0), below = vm_tier_node(topo, 1);
-  cr_assert_eq(vm_read_file(NB_DEMOTION, nb_dem_was, sizeof nb_dem_was), 0);
-  vm_write_file(NB_DEMOTION, "1");
-  vm_cgroup_make(nb_cg, sizeof nb_cg, "tm-nb-demote");
-  vm_cgroup_set(nb_cg, "memory.swap.max", "0");   /* else the kernel's reclaim would page the lowest tier out too */
-  int lock_fd = nb_start(NB_HIGH_MIB);
+  int lock_fd = nb_start(NB_HIGH_MIB, "tm-nb-demote");
   const long long limit = (long long)NB_HIGH_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
   long long worst, handed, best_hot;
   const char *l = nb_watch(top, 30, &worst, &handed, &best_hot);
@@ -419,3 +425,35 @@ Test(balancing, tiering_with_the_kernel_demoting_puts_the_hot_set_on_top_within_
   nb_finish(lock_fd);
 }
 
+
+/* The kernel demoting under a high half the hot set: its LRU takes hot
+ * pages its hint faults then bring back, and the stats count those
+ * demotions undone (kernel_undone, from a sample of the heap's pages: no
+ * more than the kernel demoted), tier 0 held within the high (its
+ * hysteresis and a chunk in flight) after the first 10 s, data intact. */
+Test(balancing, tiering_with_the_kernel_demoting_under_a_high_below_the_hot_set_counts_its_demotions_undone,
+     .fini = nb_fini, .timeout = 240)
+{
+  const vm_topology_t *topo = vm_topology();
+  if (topo->ntiers != 2 || nb_one_kernel_tier(topo))
+    cr_skip_test("%s: the kernel's tiering mode promotes and demotes between kernel memory tiers; two apart needed",
+                 topo->name);
+  int top = vm_tier_node(topo, 0);
+  int lock_fd = nb_start(NB_TIGHT_MIB, "tm-nb-undone");
+  const long long limit = (long long)NB_TIGHT_MIB * VM_MIB, slack = limit / 20 + 2 * (long long)VM_MIB;
+  long long worst, handed, best_hot;
+  const char *l = nb_watch(top, 30, &worst, &handed, &best_hot);
+  long long kdemoted = nb_kv(l, "kdemoted"), kundone = nb_kv(l, "kundone");
+  cr_expect_eq(nb_kv(l, "demotes"), 1, "%s: the stats say the kernel does not demote:\n%s", topo->name,
+               nb_child.buf);
+  cr_expect_gt(kundone, 0, "%s: no demotion undone, yet the hot set is twice the high:\n%s", topo->name,
+               nb_child.buf);
+  cr_expect_leq(kundone, kdemoted, "%s: more undone than the kernel demoted:\n%s", topo->name, nb_child.buf);
+  cr_expect_leq(worst, limit + slack, "%s: %.1f MiB of the heap on node%d at worst after 10 s, high %d MiB:\n%s",
+                topo->name, (double)worst / VM_MIB, top, NB_TIGHT_MIB, nb_child.buf);
+  cr_log_info("%s: the kernel demoting under a high of %d MiB, a hot set of 8: %.1f MiB demoted at reclaim's "
+              "request, %.1f MiB of it promoted again within 10 s (sampled); heap on node%d at most %.1f MiB after 10 s",
+              topo->name, NB_TIGHT_MIB, (double)kdemoted / VM_MIB, (double)kundone / VM_MIB, top,
+              (double)worst / VM_MIB);
+  nb_finish(lock_fd);
+}
