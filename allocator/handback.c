@@ -2,6 +2,7 @@
 #include "handback.h"
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "chunkmap.h"
@@ -52,9 +53,11 @@ typedef struct {
   uint64_t left;   /* when an ask took it off tier 0; 0: none pending */
   int8_t tier;     /* at the last look; -1: not there */
 } hb_sampled_t;
+#define HB_LOOK_ASK_NS (250ull * 1000000ull)
 static hb_sampled_t hb_sample[HB_SAMPLE_MAX];
 static unsigned hb_nsample;
-static uint64_t hb_look_ns;
+static uint64_t hb_look_ns, hb_after_ns;
+static bool hb_stale;   /* own moves down since the last look */
 
 static void hb_add(_Atomic uint64_t *v, uint64_t n)
 {
@@ -68,7 +71,8 @@ void tm_handback_reset(void)
   memset(hb_last, 0, sizeof hb_last);
   memset(hb_sample, 0, sizeof hb_sample);
   hb_nseen = hb_evict = hb_head = hb_nsample = 0;
-  hb_look_ns = 0;
+  hb_look_ns = hb_after_ns = 0;
+  hb_stale = false;
   hb_cursor.range = 0;
   hb_cursor.at = 0;
   atomic_store_explicit(&hb_given, 0, memory_order_relaxed);
@@ -157,6 +161,7 @@ static uint64_t hb_give_chunk(tm_chunk_t *c, unsigned t, tm_migrate_pages_t *on,
   /* What is up now is what the next look tells recent pages from. */
   for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++) seen->w[w] = on->w[w] &= ~take.w[w];
   if (n == 0) return 0;
+  hb_stale = true;
   *failed += m.failed;
   hb_add(&hb_given, m.moved);
   for (unsigned w = 0; w < TM_MIGRATE_PAGE_WORDS; w++)   /* those that moved */
@@ -250,19 +255,32 @@ static uint64_t hb_sample_update(void)
   return sampled ? (uint64_t)TM_HANDBACK_SAMPLE_STRIDE * HB_PAGE * chunks / sampled : 0;
 }
 
+void tm_handback_moved(void)
+{
+  hb_stale = true;
+}
+
 void tm_handback_look(uint64_t now, tm_handback_look_t why)
 {
   static void *pages[HB_SAMPLE_MAX];
   static int8_t tier[HB_SAMPLE_MAX];
-  if (why == TM_HANDBACK_TICK && hb_look_ns && now - hb_look_ns < 1000000000ull) return;
+  if ((why == TM_HANDBACK_TICK && hb_look_ns && now - hb_look_ns < 1000000000ull) ||
+      (why == TM_HANDBACK_BEFORE && !hb_stale && hb_look_ns) ||
+      (why == TM_HANDBACK_AFTER && hb_after_ns && now - hb_after_ns < HB_LOOK_ASK_NS && !hb_stale))
+    return;
+  /* What left tier 0 since the last look, the kernel took: unless reclaim
+   * moved pages down itself meanwhile. */
+  bool kernels = !hb_stale && why != TM_HANDBACK_BEFORE;
   hb_look_ns = now;
+  if (why == TM_HANDBACK_AFTER) hb_after_ns = now;
+  hb_stale = false;
   uint64_t stands = hb_sample_update();
   for (unsigned k = 0; k < hb_nsample; k++) pages[k] = (void *)hb_sample[k].page;
   if (hb_nsample == 0 || tm_migrate_where(pages, (int)hb_nsample, tier) != 0) return;
   for (unsigned k = 0; k < hb_nsample; k++) {
     hb_sampled_t *e = &hb_sample[k];
     if (e->left && now - e->left > TM_HANDBACK_UNDONE_NS) e->left = 0;   /* stayed down */
-    if (why == TM_HANDBACK_AFTER && e->tier == 0 && tier[k] > 0) {
+    if (kernels && e->tier == 0 && tier[k] > 0) {
       e->left = now;
     } else if (e->left && tier[k] == 0) {
       hb_add(&hb_kundone, stands);

@@ -58,21 +58,31 @@ uint64_t tm_handback_undone(void);
  * (reclaim_cgroup.c) does not say which pages the kernel's LRU took, so a
  * sample of the handed heap's pages is watched: HB_SAMPLE_PER_CHUNK a
  * chunk, each standing for the TM_HANDBACK_SAMPLE_STRIDE pages around it,
- * looked up (one move_pages call) just before and just after each ask and
- * once a second between. A page of the sample on tier 0 before an ask and
- * below it after is one the kernel demoted; found on tier 0 again within
- * TM_HANDBACK_UNDONE_NS, it is a demotion undone, counted for the pages it
- * stands for (an estimate: 512 KiB a sampled page; past HB_SAMPLE_MAX
- * pages, 2 GiB of handed heap, scaled by the chunks not sampled). */
+ * looked up (one move_pages call) after an ask, at most every
+ * HB_LOOK_ASK_NS, and once a second between. A page of the sample on tier
+ * 0 at one look and below it at the next is one the kernel demoted (at an
+ * ask, or kswapd); found
+ * on tier 0 again within TM_HANDBACK_UNDONE_NS, it is a demotion undone,
+ * counted for the pages it stands for (an estimate: 512 KiB a sampled
+ * page; past HB_SAMPLE_MAX pages, 2 GiB of handed heap, scaled by the
+ * chunks not sampled). After tiermalloc's own moves down
+ * (tm_handback_moved) the sample is looked up again before the next ask,
+ * so what they took is not the kernel's. Looking before and after every
+ * ask (up to 20 lookups of 1024 pages a second while the kernel's bursts
+ * came) doubled the reclaim thread's CPU at a 10 % budget under TCG. */
 #define TM_HANDBACK_SAMPLE_STRIDE 128u
 
 typedef enum tm_handback_look_e {
   TM_HANDBACK_TICK,     /* between asks: at most once a second */
-  TM_HANDBACK_BEFORE,   /* just before an ask */
-  TM_HANDBACK_AFTER,    /* just after it: what left tier 0 since, the kernel demoted */
+  TM_HANDBACK_BEFORE,   /* just before an ask: only after tiermalloc's own moves down, or if never looked */
+  TM_HANDBACK_AFTER,    /* just after it (at most every HB_LOOK_ASK_NS): what left tier 0 since, the kernel demoted */
 } tm_handback_look_t;
 
 void tm_handback_look(uint64_t now, tm_handback_look_t why);
+
+/* Reclaim moved pages down itself (the sample's next look is not the
+ * kernel's). */
+void tm_handback_moved(void);
 
 /* Bytes of the kernel's demotions found undone (the estimate above). */
 uint64_t tm_handback_kernel_undone(void);

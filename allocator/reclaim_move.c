@@ -32,6 +32,7 @@ static void rc_moved(tm_chunk_t *c, unsigned from, unsigned to, const tm_migrate
   if (to > from) {
     rc_add(&rc_demoted[from], n->moved);
     rc_add(&rc_failed[from], n->failed);
+    tm_handback_moved();
   } else {
     rc_add(&rc_promoted[to], n->moved);
   }
@@ -294,8 +295,9 @@ void rc_hand_update(uint64_t now)
   }
 }
 
-/* Asks the kernel (rc_cgroup_demote), with a look at handback's sample on
- * either side: what left tier 0 across the ask, the kernel demoted. */
+/* Asks the kernel (rc_cgroup_demote), with a look at handback's sample
+ * after (and before, when reclaim moved pages down itself since): what left
+ * tier 0 since, the kernel demoted. */
 uint64_t rc_kernel_demote(uint64_t want)
 {
   tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_BEFORE);

@@ -821,10 +821,10 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
 
 /* The kernel's demotions undone (handback.h): memory.reclaim does not say
  * which pages the kernel's LRU took, so a sample of the handed heap's pages
- * (4 a chunk) is looked up on either side of each ask; one the ask took off
- * tier 0 and found there again within 10 s counts for the 128 pages it
- * stands for. What left tier 0 between asks (tiermalloc's own moves) or
- * came back later than 10 s is not counted. */
+ * (4 a chunk) is looked up after each ask and between; one the kernel took
+ * off tier 0 and found there again within 10 s counts for the 128 pages it
+ * stands for. What tiermalloc moved down itself, or came back later than
+ * 10 s, is not counted. */
 Test(reclaim, the_kernels_demotions_undone_are_counted_from_a_sample)
 {
   void *p[32];
@@ -858,8 +858,9 @@ Test(reclaim, the_kernels_demotions_undone_are_counted_from_a_sample)
   rt.stuck[a - 1] = (int)(TM_CHUNK_SIZE / 4096);
   tm_handback_look(now + 14 * s, TM_HANDBACK_TICK);
   cr_expect_eq(tm_handback_kernel_undone(), 4 * TM_HANDBACK_SAMPLE_STRIDE * 4096, "not counted again: %llu KiB", (unsigned long long)(tm_handback_kernel_undone() >> 10));
-  /* Down between asks (not the kernel's reclaim), back within 10 s. */
+  /* Down by tiermalloc's own move (rc_moved says so), back within 10 s. */
   rt.stuck[a - 1] = 0;
+  tm_handback_moved();
   tm_handback_look(now + 16 * s, TM_HANDBACK_TICK);
   rt.stuck[a - 1] = (int)(TM_CHUNK_SIZE / 4096);
   tm_handback_look(now + 18 * s, TM_HANDBACK_TICK);
