@@ -79,5 +79,5 @@ clean:
 -include tests/fuzz/fuzz.mk
 
 demo: deps
-	$(MAKE) all
+	$(MAKE) all $(B)/bench/tierq
 	sh mk/demo.sh

@@ -21,6 +21,13 @@
 # program runs inside the tiered VM (tests/vm/run, 2tier, 256 MiB of zram);
 # on a host with several nodes it runs here, with a 16 MiB
 # TIERMALLOC_TOPTIER_MAX instead of a cgroup (which needs root and cgroup v2).
+# Part 2, in the same boot of the VM only (it switches the kernel's NUMA
+# balancing and demotion, which are not the demo's to change on a host):
+# mk/demo-kernel.sh, bench/tierq's scattered hot set under a 64 MiB top-tier
+# high, swap off, twice: tiermalloc alone, then with the kernel's NUMA
+# balancing (tiering mode) promoting and its demotion holding the high; the
+# share of the accesses node0 serves in each, and tierctl status's word on
+# who holds tier 0.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 lib=$top/build/libtiermalloc.so
@@ -132,17 +139,22 @@ run='PYTHONMALLOC=malloc LD_PRELOAD='"$lib"' TIERMALLOC_STATS=text '"$py"' '"$wo
 in_cgroup='cg=/sys/fs/cgroup/tiermalloc-demo; mkdir -p $cg && echo 600M > $cg/memory.high &&
 echo "demo: cgroup $cg, memory.high=600M; lower tier high TIERMALLOC_TIER1_HIGH=24M (then pageout to zram)" &&
 (echo 0 > $cg/cgroup.procs && DEMO_CGROUP=$cg DEMO_TIERCTL='"$top"'/build/tierctl TIERMALLOC_TIER1_HIGH=24M TIERMALLOC_VERBOSE=1 exec sh -c "$0") 2>&1 |
-grep -v "jemalloc:\|ranges"'
+grep -v "jemalloc:\|ranges"
+if [ -x "$1" ]; then sh "$2/mk/demo-kernel.sh" "$1" "$2/build/libtiermalloc.so" "$2/build/tierctl"
+else echo "demo: part 2 skipped: $1 missing (make demo builds it)"; fi'
 nodes=$(cat /sys/devices/system/node/online 2>/dev/null || echo 0)
 if [ "$nodes" != 0 ]; then
   echo "demo: this host has NUMA nodes $nodes; running here, top tier limited to 16 MiB (TIERMALLOC_TOPTIER_MAX=16M)"
   TIERMALLOC_TOPTIER_MAX=16M sh -c "$run"
+  echo "demo: part 2 (tiermalloc with the kernel's NUMA balancing and demotion) runs in the tiered VM only:" \
+    "it switches kernel.numa_balancing and demotion_enabled, this host's own; skipped"
 else
   echo "demo: this host has one NUMA node; running in the tiered VM (node0: DRAM with the CPUs, node1: CPU-less CXL-like)"
-  "$top/tests/vm/run" --topology 2tier -- sh -c "$in_cgroup" "$run" | tee "$work/out.txt" |
+  "$top/tests/vm/run" --topology 2tier --timeout 420 -- sh -c "$in_cgroup" "$run" "$top/build/bench/tierq" "$top" |
+    tee "$work/out.txt" |
     sed '/^CSV-BEGIN$/,/^CSV-END$/d'
   sed -n '/^CSV-BEGIN$/,/^CSV-END$/p' "$work/out.txt" | sed '1d;$d' > "$work/run.csv"
   if [ -s "$work/run.csv" ] && "$top/build/tierctl" plot "$work/run.csv" -o "$work/run.png"; then
-    echo "demo: the same timeline as a PNG: $work/run.png (data: $work/run.csv)"
+    echo "demo: part 1's timeline (CPython) as a PNG: $work/run.png (data: $work/run.csv)"
   fi
 fi
