@@ -760,6 +760,17 @@ static uint64_t rt_reclaim_asked(void)
   return strtoull(buf, NULL, 10);
 }
 
+/* Everything the kernel's own demotion needs (reclaim_cgroup.c):
+ * demotion_enabled, no swap, the process alone in its cgroup, whose
+ * memory.stat has no pgdemote_direct. */
+static void rt_kernel_may_demote(void)
+{
+  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
+  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
+  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+}
+
 /* Tier 0 over its max by pages the kernel promoted, in 32 MiB of which
  * placement put 16 on tier 0: three handed chunks' pages on node0. */
 static void rt_promoted_over_max(void **p, char **env)
@@ -790,10 +801,7 @@ static void rt_promoted_over_max(void **p, char **env)
 Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
 {
   void *p[32];
-  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
-  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
-  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
-  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  rt_kernel_may_demote();
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
                   NULL };
   rt_promoted_over_max(p, env);
@@ -828,10 +836,7 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
 Test(reclaim, the_kernels_demotions_undone_are_counted_from_a_sample)
 {
   void *p[32];
-  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
-  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
-  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
-  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  rt_kernel_may_demote();
   char *env[] = { "TIERMALLOC_TOPTIER_MAX=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
                   NULL };
   rt_promoted_over_max(p, env);
@@ -874,10 +879,7 @@ Test(reclaim, the_kernels_demotions_undone_are_counted_from_a_sample)
 Test(reclaim, the_kernel_is_asked_within_tier0s_protection)
 {
   void *p[32];
-  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
-  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
-  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
-  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  rt_kernel_may_demote();
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_TOPTIER_MIN=16M", "TIERMALLOC_NUMA_BALANCING=tiering",
                   "TIERMALLOC_RECLAIM_RATE=1T", NULL };
   rt_promoted_over_max(p, env);
@@ -894,10 +896,7 @@ Test(reclaim, the_kernel_is_asked_within_tier0s_protection)
 Test(reclaim, the_kernel_is_asked_as_a_pass_would_in_pressure_mode)
 {
   void *p[32];
-  tmptree_put("sys/kernel/mm/numa/demotion_enabled", "true\n");
-  tmptree_put("proc/swaps", "Filename\tType\tSize\tUsed\tPriority\n");
-  tmptree_put("sys/fs/cgroup/app/worker/memory.stat", "anon 0\nfile 0\n");
-  tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
+  rt_kernel_may_demote();
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_RECLAIM=pressure", "TIERMALLOC_NUMA_BALANCING=tiering",
                   "TIERMALLOC_RECLAIM_RATE=1T", NULL };
   rt_promoted_over_max(p, env);
