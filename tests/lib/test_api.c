@@ -213,24 +213,33 @@ Test(api, stats_print_text_and_json)
 }
 
 /* tier_stats_publish writes the process's live record now: the record is
- * this process's, mode 0600, and says who published. */
+ * this process's, mode 0600, and says who published. Another publisher may
+ * write between the call and the read (tiermalloc's thread publishes at once
+ * when it starts, on the first commit after start-up, which the test
+ * framework's own messages can make), so the record is read right after each
+ * of up to five calls, and one of them must say DEMAND. */
 Test(api, stats_publish_writes_the_live_record)
 {
-  cr_assert_eq(tier_stats_publish(), 0);
   char path[64];
   snprintf(path, sizeof path, "/dev/shm/tiermalloc.%d", (int)getpid());
   struct stat st;
   if (stat("/dev/shm", &st) != 0) cr_skip_test("no /dev/shm here: the record has nowhere to go");
+  static tier_live_t r;
+  int err = 0, tries = 0;
+  ssize_t got = 0;
+  do {
+    err = tier_stats_publish();
+    int fd = open(path, O_RDONLY);
+    got = fd < 0 ? -1 : pread(fd, &r, sizeof r, 0);
+    if (fd >= 0) close(fd);
+  } while (err == 0 && got == (ssize_t)sizeof r && r.publisher != TIER_LIVE_DEMAND && ++tries < 5);
+  cr_assert_eq(err, 0);
   cr_assert_eq(stat(path, &st), 0, "no %s", path);
   cr_expect_eq(st.st_mode & 0777, 0600);
-  int fd = open(path, O_RDONLY);
-  cr_assert_geq(fd, 0);
-  static tier_live_t r;
-  cr_assert_eq(pread(fd, &r, sizeof r, 0), (ssize_t)sizeof r);
-  close(fd);
+  cr_assert_eq(got, (ssize_t)sizeof r);
   cr_expect_eq(r.magic, TIER_LIVE_MAGIC);
   cr_expect_eq(r.pid, (uint32_t)getpid());
-  cr_expect_eq(r.publisher, TIER_LIVE_DEMAND);
+  cr_expect_eq(r.publisher, TIER_LIVE_DEMAND, "publisher %u after %d calls", r.publisher, tries + 1);
   cr_expect_eq(r.seq % 2, 0);
   cr_expect_eq(r.stats.version, TIER_STATS_VERSION);
 }
