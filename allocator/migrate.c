@@ -206,11 +206,11 @@ static int migrate_policy(tm_chunk_t *c, bool split)
   return err;
 }
 
-int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes)
+int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes, bool scan)
 {
   if (tm_range_os()->hand == NULL) return ENOTSUP;
   if (!tm_chunk_hold(c)) return EBUSY;
-  int err = tm_range_os()->hand((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, nodes);
+  int err = tm_range_os()->hand((void *)tm_chunk_addr(c), TM_CHUNK_SIZE, nodes, scan);
   if (err == 0) atomic_fetch_or_explicit(&c->flags, TM_CHUNK_HANDED, memory_order_relaxed);
   tm_chunk_release(c);
   return err;

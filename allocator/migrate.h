@@ -60,9 +60,11 @@ int tm_migrate_merge(tm_chunk_t *c);
 /* Hands chunk c to the kernel's NUMA balancing (tm_os_t.hand) on `nodes`,
  * its tier's and every faster tier's, its pages staying where they are, and
  * marks it TM_CHUNK_HANDED (any later bind of the chunk's clears it: a move,
- * its emptying). 0; EBUSY when c is held or empty; ENOTSUP without the op;
- * the kernel's errno when it refused. */
-int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes);
+ * its emptying). With `scan` false, a handed chunk is bound on the same
+ * nodes without the kernel's scanning (held: still TM_CHUNK_HANDED). 0;
+ * EBUSY when c is held or empty; ENOTSUP without the op; the kernel's errno
+ * when it refused. */
+int tm_migrate_hand(tm_chunk_t *c, const tm_nodemask_t *nodes, bool scan);
 
 /* The pages of a chunk, one bit each (bit i of word i / 64: page i). */
 #define TM_MIGRATE_PAGE_WORDS (TM_CHUNK_SIZE / 4096 / 64)

@@ -143,12 +143,12 @@ static int os_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
 #define MPOL_F_NUMA_BALANCING (1 << 13)   /* linux/mempolicy.h, 5.12 */
 #endif
 
-static int os_hand(void *p, size_t size, const tm_nodemask_t *nodes)
+static int os_hand(void *p, size_t size, const tm_nodemask_t *nodes, bool scan)
 {
-  int mode_flags = MPOL_F_NUMA_BALANCING;
+  int mode_flags = scan ? MPOL_F_NUMA_BALANCING : 0;
   int err = os_mbind(p, size, MPOL_PREFERRED_MANY | mode_flags, (const unsigned long *)nodes->w, TIER_MAX_NODES + 1, 0);
   if (err == EINVAL) err = os_mbind(p, size, MPOL_BIND | mode_flags, (const unsigned long *)nodes->w, TIER_MAX_NODES + 1, 0);
-  if (err != 0) return err;
+  if (err != 0 || !scan) return err;
   /* In 4 KiB pages from now on: NUMA balancing promotes the folio a hint
    * fault lands in, and a huge page of 4 KiB objects, a sixth of them hot,
    * went up whole, cold ones with it (bench/README). MADV_COLD on part of a

@@ -80,8 +80,11 @@ typedef struct tm_os_s {
    * lets them: os_reserve), and is in 4 KiB pages from then on
    * (MADV_NOHUGEPAGE, its huge pages split): the kernel promotes the folio a
    * hint fault lands in. EINVAL where the kernel takes the flag with
-   * neither. May be NULL in a double (never handed then). */
-  int (*hand)(void *p, size_t size, const tm_nodemask_t *nodes);
+   * neither. With `scan` false, the same nodes without the flag, nothing
+   * else touched: NUMA balancing neither scans nor promotes the range until
+   * it is handed again (reclaim holds the kernel's promotions off while tier
+   * 0 is over its limit). May be NULL in a double (never handed then). */
+  int (*hand)(void *p, size_t size, const tm_nodemask_t *nodes, bool scan);
 } tm_os_t;
 
 /* The real primitives. */

@@ -35,6 +35,7 @@ _Atomic bool rc_unheld;
 _Atomic bool rc_handing;
 _Atomic bool rc_kdemoting;
 _Atomic uint64_t rc_kdemoted;
+_Atomic uint64_t rc_kholds;
 
 static void rc_reset(void)
 {
@@ -68,6 +69,8 @@ static void rc_reset(void)
   atomic_store_explicit(&rc_handing, false, memory_order_relaxed);
   atomic_store_explicit(&rc_kdemoting, false, memory_order_relaxed);
   atomic_store_explicit(&rc_kdemoted, 0, memory_order_relaxed);
+  atomic_store_explicit(&rc_kholds, 0, memory_order_relaxed);
+  rc.holding = rc.hold_left = false;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -212,6 +215,7 @@ static void rc_kernel_watch(void)
   bool over = false;
   tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_TICK);   /* demotions undone */
   if (!rc_kernel_held(&held)) return;
+  rc_hold_kernel(rc_hold_wanted(held));   /* before the ask: the kernel's reclaim takes its time */
   uint64_t want = rc_demote_want(0, 0, 0, held, held, held, &room, &over, &hard);
   if (want > room.pages) want = room.pages;
   if (want == 0) return;
@@ -287,6 +291,7 @@ uint64_t tm_reclaim_pass(void)
     bool kernel = t == 0 && rc.kdemote;
     uint64_t used = tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
     if (kernel && !rc_kernel_held(&used)) used = s.budgeted[0];   /* the heap's pages there, as measured */
+    if (t == 0 && rc.hand) rc_hold_kernel(rc_hold_wanted(used));
     uint64_t held = kernel || s.budgeted[t] <= used ? used : s.budgeted[t];
     uint64_t hard;
     uint64_t want = rc_demote_want(t, elapsed, extra, used, held, kernel ? used : s.movable[t], &room, &over, &hard);
@@ -435,6 +440,7 @@ void tm_reclaim_stats(tier_stats_t *s)
   s->pageout_available = rc.swap == 1;
   s->numa_balancing_heap = atomic_load_explicit(&rc_handing, memory_order_relaxed);
   s->numa_balancing_demotes = atomic_load_explicit(&rc_kdemoting, memory_order_relaxed);
+  s->kernel_held = atomic_load_explicit(&rc_kholds, memory_order_relaxed);
   s->kernel_demoted = atomic_load_explicit(&rc_kdemoted, memory_order_relaxed);
   strncpy(s->cold_signal, tm_hotness_signal(), sizeof s->cold_signal - 1);
   unsigned apart, cold, tried;

@@ -344,6 +344,25 @@ bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
          res * 4 >= committed * 3 && !tm_chunk_pieces_up(c) && tm_hotness_since_moved(c) >= RC_COOLDOWN_TICKS;
 }
 
+/* The kernel promotes a scan's hot pages in a burst: 15-36 MiB within 1-4 s
+ * in the 2tier VM, where its reclaim, asked through memory.reclaim, demoted
+ * 7-16 MiB a second, so tier 0 went 7-16 % over its high before it caught
+ * up (bench/README, "The kernel's bursts against its own reclaim"). Its
+ * promotions are let in up to half the hysteresis above high, room for the
+ * exchange its LRU makes (hot pages up, the coldest down), and held off
+ * above that, and above max, until tier 0 is back at its high (its max):
+ * the hot pages faulting meanwhile wait for the scanner's next pass. */
+bool rc_hold_wanted(uint64_t held)
+{
+  uint64_t high = tm_budget_get(0, TM_LIMIT_HIGH), max = tm_budget_get(0, TM_LIMIT_MAX);
+  uint64_t on = high == TM_BUDGET_UNLIMITED ? TM_BUDGET_UNLIMITED : high + rc_hysteresis(high) / 2;
+  uint64_t off = high;
+  if (max < on) on = max;
+  if (max < off) off = max;
+  if (on == TM_BUDGET_UNLIMITED) return false;
+  return rc.holding ? held > off : held > on;
+}
+
 /* ---- pieces --------------------------------------------------------------- */
 
 /* Pieces (chunkmap.h) are read where a chunk is mixed: chunks below tier 0

@@ -313,7 +313,7 @@ void rc_hand(const rc_scan_t *s)
 {
   for (unsigned i = 0; i < s->nhand && rc.hand; i++) {
     tm_chunk_t *c = s->hand[i];
-    int err = tm_migrate_hand(c, &rc.hand_nodes[tm_chunk_tier(c)]);
+    int err = tm_migrate_hand(c, &rc.hand_nodes[tm_chunk_tier(c)], !rc.holding);
     if (err != 0 && err != EBUSY) {
       rc.hand_refused = true;
       rc.hand = false;
@@ -323,6 +323,22 @@ void rc_hand(const rc_scan_t *s)
               strerror(err));
     }
   }
+}
+
+void rc_hold_kernel(bool hold)
+{
+  if (hold == rc.holding && !rc.hold_left) return;
+  bool left = false;
+  for (unsigned i = 0; i < tm_ranges.n; i++)
+    for (uintptr_t a = tm_range_lo(i); a < tm_range_end(i); a += TM_CHUNK_SIZE) {
+      tm_chunk_t *c = tm_chunk_of((void *)a);
+      if (!(atomic_load_explicit(&c->flags, memory_order_relaxed) & TM_CHUNK_HANDED)) continue;
+      /* Busy (a move, or its emptying, which unhands it): again next time. */
+      if (tm_migrate_hand(c, &rc.hand_nodes[tm_chunk_tier(c)], !hold) == EBUSY) left = true;
+    }
+  if (hold && !rc.holding) rc_add(&rc_kholds, 1);
+  rc.holding = hold;
+  rc.hold_left = left;
 }
 
 /* ---- strays --------------------------------------------------------------- */

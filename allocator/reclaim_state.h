@@ -92,6 +92,8 @@ typedef struct rc_s {
   bool kdemote;                                /* on now */
   int kdemote_said;                            /* the state last said (-1: none yet) */
   tm_nodemask_t hand_nodes[TIER_MAX_TIERS];    /* tier t's nodes and every faster tier's */
+  bool holding;                                /* the handed chunks bound without the flag (rc_hold_kernel) */
+  bool hold_left;                              /* some were busy at the last change: done again */
 } rc_t;
 extern rc_t rc;
 
@@ -103,6 +105,7 @@ extern _Atomic bool rc_unheld;   /* the lowest tier is above its max, and nothin
 extern _Atomic bool rc_handing;  /* rc.hand, for the stats */
 extern _Atomic bool rc_kdemoting;  /* rc.kdemote, for the stats */
 extern _Atomic uint64_t rc_kdemoted;   /* bytes the kernel demoted when reclaim asked */
+extern _Atomic uint64_t rc_kholds;     /* times the kernel's promotions were held off */
 
 /* What one sweep of the chunk map found. */
 typedef struct rc_scan_s {
@@ -257,6 +260,9 @@ unsigned rc_colder(unsigned t, unsigned u, bool graded, rc_pick_t *out, unsigned
 unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max);
 /* c, of tier t with res bytes resident, is to be handed to NUMA balancing. */
 bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res);
+/* Whether the kernel's promotions into the handed heap are to be held off
+ * now that tier 0 holds `held` bytes (rc.holding: whether they are). */
+bool rc_hold_wanted(uint64_t held);
 /* Chooses the chunks the next read of the accessed bits reads per piece. */
 void rc_sample_pieces(void);
 
@@ -276,6 +282,9 @@ uint64_t rc_promote_pieces(uint64_t want);
 void rc_hand_update(uint64_t now);
 /* Hands the chunks *s found ready. */
 void rc_hand(const rc_scan_t *s);
+/* Holds the kernel's promotions off the handed chunks (hold), or lets them
+ * in again; nothing when that is so already. */
+void rc_hold_kernel(bool hold);
 /* Moves the strays *s found to their chunks' tier (a pinned chunk's to tier
  * 0); true when some pages moved down. */
 bool rc_move_strays(const rc_scan_t *s);

@@ -85,7 +85,7 @@ int tier_unpin(const void *p, size_t len);
  * committed where a huge page backs a chunk's uncommitted part. Per tier, allocated <= mapped; committed and
  * resident differ from the home figures by what was spilled to another tier.
  */
-#define TIER_STATS_VERSION 10  /* 10: the kernel's demotions undone; 9: tier 0 held by the kernel's
+#define TIER_STATS_VERSION 11  /* 11: the kernel's promotions held off; 10: the kernel's demotions undone; 9: tier 0 held by the kernel's
                                   own demotion; 8: pages given back
                                   to hold a budget around NUMA balancing; 7: the kernel's NUMA
                                   balancing; 6: JSON keys carry their unit */
@@ -133,12 +133,13 @@ int tier_unpin(const void *p, size_t len);
  * that it promoted and reclaim gave back, one by one, to hold a tier's limit
  * (version 8, after every field of version 7); those the kernel demoted
  * itself when asked (version 9, numa_balancing_demotes); and of those, the
- * demotions undone (version 10). */
+ * demotions undone (version 10); the kernel's promotions held off (version 11). */
 #define TIER_STATS_HANDED_FIELDS(X)                                            \
   X(handed_given_back, bytes_total, "pages the kernel's NUMA balancing had promoted, moved back down one by one to hold a tier's limit") \
   X(handed_undone,     bytes_total, "of those, pages the kernel promoted again within 10 s: demotions undone, the mistakes to drive down") \
   X(kernel_demoted,    bytes_total, "pages of tier 0 the kernel's reclaim demoted at reclaim's request (the cgroup's memory.reclaim, demotion_enabled): the kernel's LRU chose them") \
-  X(kernel_undone,     bytes_total, "of those, pages the kernel promoted again within 10 s: demotions undone, estimated from a sample of the heap's pages (one in 128)")
+  X(kernel_undone,     bytes_total, "of those, pages the kernel promoted again within 10 s: demotions undone, estimated from a sample of the heap's pages (one in 128)") \
+  X(kernel_held,       total,       "times tier 0 went more than half the hysteresis over its high (or over its max) by the kernel's promotions, which were then held off the heap (its chunks bound without MPOL_F_NUMA_BALANCING) until tier 0 was back at its high")
 
 #define TIER_NODE_WORDS (TIER_MAX_NODES / 64)
 #define TIER_STATS_SITES 8         /* sites routed to chunks of their own at once, at most */

@@ -41,6 +41,8 @@ static struct {
   int stuck[RT_CHUNKS];      /* pages the last move left behind */
   int fail_pages;            /* pages each move leaves behind */
   int moves, pageouts, pushes, splits, hands;
+  int holds, unholds;        /* handed chunks bound without the kernel's scanning, and with it again */
+  bool unscanned[RT_CHUNKS]; /* the chunk's policy lets NUMA balancing neither scan nor promote */
   bool push_works;           /* push moves the pages (else they stay: the node is full) */
   int push_busy;             /* of them, the first pages' status says -EBUSY (a huge page's other entries) */
   unsigned kernel_takes;     /* chunk index + 1 whose pages on node0 the kernel demotes once memory.reclaim is asked */
@@ -150,13 +152,28 @@ static int rt_pieces(void *p, const tm_nodemask_t *nodes, int first_node)
 }
 
 /* Handing to NUMA balancing: the policy alone (no page moves). */
-static int rt_hand(void *p, size_t size, const tm_nodemask_t *nodes)
+static int rt_hand(void *p, size_t size, const tm_nodemask_t *nodes, bool scan)
 {
   cr_assert_eq(size, TM_CHUNK_SIZE, "reclaim hands one chunk at a time");
   /* A tier-1 chunk on node0 and node1; a tier-0 chunk (the kernel demoting) on node0. */
   cr_assert(tm_nodemask_test(nodes, 0), "tier 0's node, which the kernel promotes to");
-  rt.hands++;
+  unsigned i = rt_index(p);
+  if (scan && rt.unscanned[i]) rt.unholds++;
+  else if (scan) rt.hands++;
+  else rt.holds++;
+  rt.unscanned[i] = !scan;
   return 0;
+}
+
+/* Handed chunks whose policy lets the kernel promote now, and not. */
+static void rt_scanned(int *yes, int *no)
+{
+  *yes = *no = 0;
+  for (unsigned i = 0; i < tm_ranges.n * tm_chunks_per_range && i < RT_CHUNKS; i++)
+    if (atomic_load_explicit(&tm_chunks[i].flags, memory_order_relaxed) & TM_CHUNK_HANDED) {
+      if (rt.unscanned[i]) ++*no;
+      else ++*yes;
+    }
 }
 
 /* As swap would: the pages are no longer resident. */
@@ -824,6 +841,51 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   cr_expect_eq(rt_stats().reclaim_passes, passes, "not a full pass");
   cr_expect_eq(rt_reclaim_asked(), 4 * MiB, "asked %llu KiB", (unsigned long long)(rt_reclaim_asked() >> 10));
   cr_expect_eq(rt_stats().kernel_demoted, asked + 4 * MiB);
+  rt_free(p, 32);
+}
+
+/* The kernel promotes a scan's hot pages in a burst faster than its own
+ * reclaim demotes them: above high by more than half the hysteresis (16
+ * MiB, 2 MiB: 17 MiB) its promotions are held off the heap, every handed
+ * chunk bound without MPOL_F_NUMA_BALANCING before the kernel is asked for
+ * the excess, and let in again once tier 0 is back at its high; between the high and that, they are let in (the
+ * exchange its LRU makes). */
+Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back_at_it)
+{
+  void *p[32];
+  rt_kernel_may_demote();
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_promoted_over_max(p, env);
+  int yes, no;
+  rt_scanned(&yes, &no);
+  cr_assert_gt(yes, 3, "chunks handed: %d", yes);
+  cr_assert_eq(no, 0);
+  cr_assert_gt(rt_resident_on(0) + 6 * MiB, 17 * MiB, "tier 0 over high and half the hysteresis");
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(yes, 0, "%d handed chunks still let the kernel promote", yes);
+  cr_expect_gt(no, 3);
+  cr_expect_gt(rt_reclaim_asked(), 0, "the excess asked of the kernel too");
+  cr_expect_eq(rt_stats().kernel_held, 1);
+  int holds = rt.holds;
+  /* Over high still: held. */
+  rt_numa_stat(16 * MiB + 512 * 1024, 0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt.unholds, 0);
+  cr_expect_eq(rt.holds, holds, "not bound again");
+  /* At high: let in again. */
+  rt_numa_stat(16 * MiB, 0);
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(no, 0, "%d handed chunks still held", no);
+  cr_expect_eq(rt.unholds, holds);
+  /* Over high by less than half the hysteresis: let in. */
+  rt_numa_stat(16 * MiB + 768 * 1024, 0);
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(no, 0);
+  cr_expect_eq(rt_stats().kernel_held, 1);
   rt_free(p, 32);
 }
 

@@ -48,7 +48,7 @@ Test(stats_format, json_has_every_field_once)
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, NULL, statsbuf_write, &b, TIER_STATS_JSON);
   cr_expect_str_eq(b.s,
-    "{\"version\":10,\"ntiers\":2,\"unplaced_allocated_bytes\":7,\"resident_other_bytes\":0,"
+    "{\"version\":11,\"ntiers\":2,\"unplaced_allocated_bytes\":7,\"resident_other_bytes\":0,"
     "\"resident_sample_ns\":1500000,\"reclaim_passes\":12,\"reclaim_cpu_ns\":2500000,\"tiers\":["
     "{\"tier\":0,\"nodes\":\"0\",\"capacity_bytes\":536870912,\"mapped_bytes\":33554432,"
     "\"committed_bytes\":33554432,\"used_bytes\":31457280,\"allocated_bytes\":3145728,"
@@ -63,7 +63,7 @@ Test(stats_format, json_has_every_field_once)
     "\"cold_signal\":\"commit age\",\"pageout_available\":false,"
     "\"numa_balancing\":2,\"numa_balancing_policies\":\"preferred-many and bind\",\"numa_balancing_heap\":false,"
     "\"numa_balancing_demotes\":false,\"site_samples\":0,\"sites_apart\":0,\"sites_cold\":0,\"sites_tried\":0,"
-    "\"handed_given_back_bytes\":0,\"handed_undone_bytes\":0,\"kernel_demoted_bytes\":0,\"kernel_undone_bytes\":0,\"sites\":[]}\n");
+    "\"handed_given_back_bytes\":0,\"handed_undone_bytes\":0,\"kernel_demoted_bytes\":0,\"kernel_undone_bytes\":0,\"kernel_held\":0,\"sites\":[]}\n");
 }
 
 /* A record read by tierctl: JSON and Prometheus carry how old it is, how
@@ -205,7 +205,7 @@ Test(stats_format, prometheus_families_for_two_processes)
   cr_expect(strstr(b.s, "# TYPE tiermalloc_handed_undone_bytes_total counter\n") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "tiermalloc_reclaim_state{pid=\"11\",command=\"x\\\"y\",state=\"demoting\"} 1\n") != NULL, "%s", b.s);
   cr_expect(strstr(b.s, "tiermalloc_info{pid=\"10\",command=\"app\",cgroup=\"/app/\\\"w\\\"\",reclaim_mode=\"pressure\","
-                        "cold_signal=\"commit age\",stats_version=\"10\"} 1\n") != NULL, "%s", b.s);
+                        "cold_signal=\"commit age\",stats_version=\"11\"} 1\n") != NULL, "%s", b.s);
   /* Each family's HELP and TYPE once, every line a comment or a sample. */
   unsigned helps = 0, types = 0;
   for (const char *l = b.s; *l; l = strchr(l, '\n') + 1) {
@@ -236,7 +236,7 @@ Test(stats_format, a_foreign_record_names_its_process_and_prints_frames_as_addre
   tm_stats_who_t who = { 42, "db", true, NULL };
   statsbuf_t b = { .n = 0 };
   tm_stats_format(&s, &who, statsbuf_write, &b, TIER_STATS_JSON);
-  const char *head = "{\"version\":10,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
+  const char *head = "{\"version\":11,\"pid\":42,\"command\":\"db\",\"ntiers\":2,";
   cr_expect(strncmp(b.s, head, strlen(head)) == 0, "%s", b.s);
   cr_expect(strstr(b.s, "getpid") == NULL, "%s", b.s);
   cr_expect(strstr(b.s, "\"frames\":[\"0x") != NULL, "%s", b.s);
