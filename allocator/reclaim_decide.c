@@ -351,8 +351,13 @@ bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
  * promotions are let in up to half the hysteresis above high, room for the
  * exchange its LRU makes (hot pages up, the coldest down), and held off
  * above that, and above max, until tier 0 is back at its high (its max):
- * the hot pages faulting meanwhile wait for the scanner's next pass. */
-bool rc_hold_wanted(uint64_t held)
+ * the hot pages faulting meanwhile wait for the scanner's next pass. At most
+ * RC_HOLD_MAX_NS, then not again until tier 0 is below where it began:
+ * what reclaim cannot bring back by then is not the kernel's promotions
+ * (under the kernel's demotion tier 0 counts every anonymous page of the
+ * cgroup there; in the 2tier VM a 4 MiB high held for good starved the heap,
+ * 1.5 MiB of it on node0 under a hot set of 8). */
+bool rc_hold_wanted(uint64_t held, uint64_t now)
 {
   uint64_t high = tm_budget_get(0, TM_LIMIT_HIGH), max = tm_budget_get(0, TM_LIMIT_MAX);
   uint64_t on = high == TM_BUDGET_UNLIMITED ? TM_BUDGET_UNLIMITED : high + rc_hysteresis(high) / 2;
@@ -360,7 +365,14 @@ bool rc_hold_wanted(uint64_t held)
   if (max < on) on = max;
   if (max < off) off = max;
   if (on == TM_BUDGET_UNLIMITED) return false;
-  return rc.holding ? held > off : held > on;
+  if (rc.holding) {
+    if (held <= off) return false;
+    if (now - rc.hold_since <= RC_HOLD_MAX_NS) return true;
+    rc.hold_spent = true;
+    return false;
+  }
+  if (rc.hold_spent && held <= on) rc.hold_spent = false;
+  return !rc.hold_spent && held > on;
 }
 
 /* ---- pieces --------------------------------------------------------------- */

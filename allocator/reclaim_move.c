@@ -336,7 +336,10 @@ void rc_hold_kernel(bool hold)
       /* Busy (a move, or its emptying, which unhands it): again next time. */
       if (tm_migrate_hand(c, &rc.hand_nodes[tm_chunk_tier(c)], !hold) == EBUSY) left = true;
     }
-  if (hold && !rc.holding) rc_add(&rc_kholds, 1);
+  if (hold && !rc.holding) {
+    rc_add(&rc_kholds, 1);
+    rc.hold_since = tm_clock_ns(CLOCK_MONOTONIC);
+  }
   rc.holding = hold;
   rc.hold_left = left;
 }

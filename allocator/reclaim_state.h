@@ -35,6 +35,7 @@ enum { RC_ALWAYS, RC_PRESSURE, RC_OFF };   /* TIERMALLOC_RECLAIM, in the table's
  * before promotion or an exchange moves it again, or it is handed to the
  * kernel's NUMA balancing: nothing ping-pongs. */
 #define RC_COOLDOWN_TICKS (10000u / TM_HOTNESS_TICK_MS)
+#define RC_HOLD_MAX_NS 2000000000ull   /* the kernel's promotions held off at most this long (rc_hold_wanted) */
 
 /* Reclaim's state, one a process (defined in reclaim.c). */
 typedef struct rc_s {
@@ -94,6 +95,8 @@ typedef struct rc_s {
   tm_nodemask_t hand_nodes[TIER_MAX_TIERS];    /* tier t's nodes and every faster tier's */
   bool holding;                                /* the handed chunks bound without the flag (rc_hold_kernel) */
   bool hold_left;                              /* some were busy at the last change: done again */
+  uint64_t hold_since;                         /* when the hold began */
+  bool hold_spent;                             /* it ran out: none again until tier 0 is under its start */
 } rc_t;
 extern rc_t rc;
 
@@ -262,7 +265,7 @@ unsigned rc_hottest(unsigned t, rc_pick_t *out, unsigned max);
 bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res);
 /* Whether the kernel's promotions into the handed heap are to be held off
  * now that tier 0 holds `held` bytes (rc.holding: whether they are). */
-bool rc_hold_wanted(uint64_t held);
+bool rc_hold_wanted(uint64_t held, uint64_t now);
 /* Chooses the chunks the next read of the accessed bits reads per piece. */
 void rc_sample_pieces(void);
 

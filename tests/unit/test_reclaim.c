@@ -849,7 +849,7 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
  * MiB, 2 MiB: 17 MiB) its promotions are held off the heap, every handed
  * chunk bound without MPOL_F_NUMA_BALANCING before the kernel is asked for
  * the excess, and let in again once tier 0 is back at its high; between the high and that, they are let in (the
- * exchange its LRU makes). */
+ * exchange its LRU makes). Two seconds at most. */
 Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back_at_it)
 {
   void *p[32];
@@ -886,6 +886,23 @@ Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back
   rt_scanned(&yes, &no);
   cr_expect_eq(no, 0);
   cr_expect_eq(rt_stats().kernel_held, 1);
+  /* An excess reclaim does not bring back (anonymous memory of the cgroup's
+   * the heap is not): held two seconds at most, then not again until tier 0
+   * is below where the hold began. */
+  rt_numa_stat(18 * MiB, 0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().kernel_held, 2);
+  usleep(2100 * 1000);
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(no, 0, "%d handed chunks held after two seconds", no);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().kernel_held, 2, "not held again at once");
+  rt_numa_stat(16 * MiB + 512 * 1024, 0);
+  tm_reclaim_pass();
+  rt_numa_stat(18 * MiB, 0);
+  tm_reclaim_pass();
+  cr_expect_eq(rt_stats().kernel_held, 3, "held again once tier 0 went below and above");
   rt_free(p, 32);
 }
 
