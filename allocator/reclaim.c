@@ -470,5 +470,8 @@ void tm_reclaim_stats(tier_stats_t *s)
 void tm_reclaim_postfork_child(void)
 {
   rc_reset();
+  /* Its handed chunks may be held (the parent's policies): the child's
+   * first look lets them in again unless it holds them itself. */
+  rc.hold_left = true;
   tm_reclaim_stopped();
 }

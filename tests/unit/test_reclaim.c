@@ -903,6 +903,14 @@ Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back
   rt_numa_stat(18 * MiB, 0);
   tm_reclaim_pass();
   cr_expect_eq(rt_stats().kernel_held, 3, "held again once tier 0 went below and above");
+  /* A fork child inherits the held policies and none of the state: its
+   * first look within the high lets them in again. */
+  rt_limits_cgroup(env);
+  tm_reclaim_postfork_child();
+  rt_numa_stat(15 * MiB, 0);
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(no, 0, "%d handed chunks still held in the child", no);
   rt_free(p, 32);
 }
 
