@@ -71,6 +71,7 @@ static void rc_reset(void)
   atomic_store_explicit(&rc_kdemoted, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_kholds, 0, memory_order_relaxed);
   rc.holding = rc.hold_left = rc.hold_spent = false;
+  rc.kother = 0;
   atomic_store_explicit(&rc_unheld, false, memory_order_relaxed);
   atomic_store_explicit(&rc_passes, 0, memory_order_relaxed);
   atomic_store_explicit(&rc_cpu_ns, 0, memory_order_relaxed);
@@ -215,7 +216,9 @@ static void rc_kernel_watch(void)
   bool over = false;
   tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_TICK);   /* demotions undone */
   if (!rc_kernel_held(&held)) return;
-  rc_hold_kernel(rc_hold_wanted(held, tm_clock_ns(CLOCK_MONOTONIC)));   /* before the ask: its reclaim takes time */
+  /* Before the ask (its reclaim takes time); on the heap's part: what else
+   * the cgroup holds there is no promotion of the kernel's. */
+  rc_hold_kernel(rc_hold_wanted(held > rc.kother ? held - rc.kother : 0, tm_clock_ns(CLOCK_MONOTONIC)));
   uint64_t want = rc_demote_want(0, 0, 0, held, held, held, &room, &over, &hard);
   if (want > room.pages) want = room.pages;
   if (want == 0) return;
@@ -291,7 +294,8 @@ uint64_t tm_reclaim_pass(void)
     bool kernel = t == 0 && rc.kdemote;
     uint64_t used = tm_policy_used(t) + (rc.hand ? rc.up_to[t] : 0);
     if (kernel && !rc_kernel_held(&used)) used = s.budgeted[0];   /* the heap's pages there, as measured */
-    if (t == 0 && rc.hand) rc_hold_kernel(rc_hold_wanted(used, now));
+    if (kernel) rc.kother = used > s.budgeted[0] ? used - s.budgeted[0] : 0;
+    if (t == 0 && rc.hand) rc_hold_kernel(rc_hold_wanted(kernel ? used - rc.kother : used, now));
     uint64_t held = kernel || s.budgeted[t] <= used ? used : s.budgeted[t];
     uint64_t hard;
     uint64_t want = rc_demote_want(t, elapsed, extra, used, held, kernel ? used : s.movable[t], &room, &over, &hard);

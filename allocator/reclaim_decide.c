@@ -356,7 +356,8 @@ bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
  * what reclaim cannot bring back by then is not the kernel's promotions
  * (under the kernel's demotion tier 0 counts every anonymous page of the
  * cgroup there; in the 2tier VM a 4 MiB high held for good starved the heap,
- * 1.5 MiB of it on node0 under a hot set of 8). */
+ * 1.5 MiB of it on node0 under a hot set of 8). `held` is the heap's part
+ * (the caller's): the rest of tier 0 is no promotion of the kernel's. */
 bool rc_hold_wanted(uint64_t held, uint64_t now)
 {
   uint64_t high = tm_budget_get(0, TM_LIMIT_HIGH), max = tm_budget_get(0, TM_LIMIT_MAX);

@@ -97,6 +97,7 @@ typedef struct rc_s {
   bool hold_left;                              /* some were busy at the last change: done again */
   uint64_t hold_since;                         /* when the hold began */
   bool hold_spent;                             /* it ran out: none again until tier 0 is under its start */
+  uint64_t kother;                             /* tier 0's anonymous bytes outside the heap, at the last pass */
 } rc_t;
 extern rc_t rc;
 

@@ -914,6 +914,43 @@ Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back
   rt_free(p, 32);
 }
 
+/* Tier 0 over its high by anonymous memory outside the heap (the cgroup's,
+ * which the kernel's demotion counts): no promotion of the kernel's, so
+ * they are not held off; the excess is still asked of the kernel. */
+Test(reclaim, tier0s_memory_outside_the_heap_does_not_hold_the_kernels_promotions)
+{
+  void *p[32];
+  rt_kernel_may_demote();
+  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
+  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
+  rt_numa_stat(0, 0);
+  const char *none[][2] = { { "memory.min", "0\n" }, { "memory.low", "0\n" }, { "memory.high", "max\n" },
+                            { "memory.max", "max\n" } };
+  for (unsigned k = 0; k < 4; k++) {
+    char rel[64];
+    snprintf(rel, sizeof rel, "sys/fs/cgroup/app/%s", none[k][0]);
+    tmptree_put(rel, none[k][1]);
+  }
+  char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
+                  NULL };
+  rt_limits_cgroup(env);
+  rt_fill(p, 32);
+  tm_reclaim_pass();
+  int yes, no;
+  rt_scanned(&yes, &no);
+  cr_assert_gt(yes, 3, "chunks handed: %d", yes);
+  cr_assert_leq(rt_resident_on(0), 16 * MiB, "the heap within the high on tier 0");
+  rt_numa_stat(rt_resident_on(0) + 8 * MiB, 0);   /* 8 MiB of the cgroup's outside the heap */
+  rt_limits_cgroup(env);
+  tm_reclaim_pass();
+  tm_reclaim_pass();
+  rt_scanned(&yes, &no);
+  cr_expect_eq(no, 0, "%d handed chunks held", no);
+  cr_expect_eq(rt_stats().kernel_held, 0);
+  cr_expect_gt(rt_reclaim_asked(), 0, "the excess asked of the kernel");
+  rt_free(p, 32);
+}
+
 /* The kernel's demotions undone (handback.h): memory.reclaim does not say
  * which pages the kernel's LRU took, so a sample of the handed heap's pages
  * (4 a chunk) is looked up after each ask and between; one the kernel took
