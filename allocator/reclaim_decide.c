@@ -365,7 +365,7 @@ bool rc_hold_wanted(uint64_t held, uint64_t now)
   uint64_t off = high;
   if (max < on) on = max;
   if (max < off) off = max;
-  if (on == TM_BUDGET_UNLIMITED) return false;
+  if (on == TM_BUDGET_UNLIMITED || !tm_option(TM_OPTION_NUMA_BALANCING_HOLD)->num) return false;
   if (rc.holding) {
     if (held <= off) return false;
     if (now - rc.hold_since <= RC_HOLD_MAX_NS) return true;

@@ -831,6 +831,8 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
   tier_stats_t st = rt_stats();
   cr_expect_eq(st.numa_balancing_demotes, 1);
   cr_expect_eq(st.kernel_demoted, asked);
+  cr_expect_eq(st.kernel_held, 0, "the hold is TIERMALLOC_NUMA_BALANCING_HOLD's, off by default");
+  cr_expect_eq(rt.holds, 0);
   cr_expect_eq(st.tier[0].reclaim.demoted, asked);
   /* Between passes, the kernel promoting 4 MiB more: the next wake, not a
    * full pass, reads memory.numa_stat and asks for them. */
@@ -849,13 +851,14 @@ Test(reclaim, with_the_kernel_demoting_tier0s_excess_is_asked_of_memory_reclaim)
  * MiB, 2 MiB: 17 MiB) its promotions are held off the heap, every handed
  * chunk bound without MPOL_F_NUMA_BALANCING before the kernel is asked for
  * the excess, and let in again once tier 0 is back at its high; between the high and that, they are let in (the
- * exchange its LRU makes). Two seconds at most. */
+ * exchange its LRU makes). Two seconds at most; only with
+ * TIERMALLOC_NUMA_BALANCING_HOLD. */
 Test(reclaim, the_kernels_promotions_are_held_off_above_high_until_tier0_is_back_at_it)
 {
   void *p[32];
   rt_kernel_may_demote();
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
-                  NULL };
+                  "TIERMALLOC_NUMA_BALANCING_HOLD=1", NULL };
   rt_promoted_over_max(p, env);
   int yes, no;
   rt_scanned(&yes, &no);
@@ -932,7 +935,7 @@ Test(reclaim, tier0s_memory_outside_the_heap_does_not_hold_the_kernels_promotion
     tmptree_put(rel, none[k][1]);
   }
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
-                  NULL };
+                  "TIERMALLOC_NUMA_BALANCING_HOLD=1", NULL };
   rt_limits_cgroup(env);
   rt_fill(p, 32);
   tm_reclaim_pass();
