@@ -351,7 +351,9 @@ bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
  * promotions are let in up to half the hysteresis above high, room for the
  * exchange its LRU makes (hot pages up, the coldest down), and held off
  * above that, and above max, until tier 0 is back at its high (its max):
- * the hot pages faulting meanwhile wait for the scanner's next pass. At most
+ * the hot pages faulting meanwhile wait for the scanner's next pass, so only
+ * with TIERMALLOC_NUMA_BALANCING_HOLD (the VM test of demotions undone saw
+ * none in 3 of 5 runs with it on: bench/README). At most
  * RC_HOLD_MAX_NS, then not again until tier 0 is below where it began:
  * what reclaim cannot bring back by then is not the kernel's promotions
  * (under the kernel's demotion tier 0 counts every anonymous page of the
