@@ -788,14 +788,14 @@ static void rt_kernel_may_demote(void)
   tmptree_put("sys/fs/cgroup/app/worker/cgroup.procs", "4242\n");
 }
 
-/* Tier 0 over its max by pages the kernel promoted, in 32 MiB of which
- * placement put 16 on tier 0: three handed chunks' pages on node0. */
-static void rt_promoted_over_max(void **p, char **env)
+/* NUMA balancing in tiering mode, the cgroup's memory.reclaim there and
+ * nothing on its nodes yet, and the environment's limits alone (neither
+ * protection nor limits from the parent), read. */
+static void rt_tiering_cgroup(char **env)
 {
   tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
   tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
   rt_numa_stat(0, 0);
-  /* The environment's limit alone: neither protection nor limits from the parent. */
   const char *none[][2] = { { "memory.min", "0\n" }, { "memory.low", "0\n" }, { "memory.high", "max\n" },
                             { "memory.max", "max\n" } };
   for (unsigned k = 0; k < 4; k++) {
@@ -804,6 +804,13 @@ static void rt_promoted_over_max(void **p, char **env)
     tmptree_put(rel, none[k][1]);
   }
   rt_limits_cgroup(env);
+}
+
+/* Tier 0 over its max by pages the kernel promoted, in 32 MiB of which
+ * placement put 16 on tier 0: three handed chunks' pages on node0. */
+static void rt_promoted_over_max(void **p, char **env)
+{
+  rt_tiering_cgroup(env);
   tm_chunk_t *up[3];
   rt_promote_three(p, up);
   rt_numa_stat(rt_resident_on(0) + 6 * MiB, 0);   /* the cgroup's anon on node0, as the kernel counts it */
@@ -924,19 +931,9 @@ Test(reclaim, tier0s_memory_outside_the_heap_does_not_hold_the_kernels_promotion
 {
   void *p[32];
   rt_kernel_may_demote();
-  tmptree_put("proc/sys/kernel/numa_balancing", "2\n");
-  tmptree_put("sys/fs/cgroup/app/worker/memory.reclaim", "");
-  rt_numa_stat(0, 0);
-  const char *none[][2] = { { "memory.min", "0\n" }, { "memory.low", "0\n" }, { "memory.high", "max\n" },
-                            { "memory.max", "max\n" } };
-  for (unsigned k = 0; k < 4; k++) {
-    char rel[64];
-    snprintf(rel, sizeof rel, "sys/fs/cgroup/app/%s", none[k][0]);
-    tmptree_put(rel, none[k][1]);
-  }
   char *env[] = { "TIERMALLOC_TOPTIER_HIGH=16M", "TIERMALLOC_NUMA_BALANCING=tiering", "TIERMALLOC_RECLAIM_RATE=1T",
                   "TIERMALLOC_NUMA_BALANCING_HOLD=1", NULL };
-  rt_limits_cgroup(env);
+  rt_tiering_cgroup(env);
   rt_fill(p, 32);
   tm_reclaim_pass();
   int yes, no;
