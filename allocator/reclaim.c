@@ -214,11 +214,12 @@ static void rc_kernel_watch(void)
   uint64_t held, hard;
   rc_room_t room;
   bool over = false;
-  tm_handback_look(tm_clock_ns(CLOCK_MONOTONIC), TM_HANDBACK_TICK);   /* demotions undone */
+  uint64_t now = tm_clock_ns(CLOCK_MONOTONIC);
+  tm_handback_look(now, TM_HANDBACK_TICK);   /* demotions undone */
   if (!rc_kernel_held(&held)) return;
   /* Before the ask (its reclaim takes time); on the heap's part: what else
    * the cgroup holds there is no promotion of the kernel's. */
-  rc_hold_kernel(rc_hold_wanted(held > rc.kother ? held - rc.kother : 0, tm_clock_ns(CLOCK_MONOTONIC)));
+  rc_hold_kernel(rc_hold_wanted(held > rc.kother ? held - rc.kother : 0, now));
   uint64_t want = rc_demote_want(0, 0, 0, held, held, held, &room, &over, &hard);
   if (want > room.pages) want = room.pages;
   if (want == 0) return;
@@ -474,8 +475,8 @@ void tm_reclaim_stats(tier_stats_t *s)
 void tm_reclaim_postfork_child(void)
 {
   rc_reset();
-  /* Its handed chunks may be held (the parent's policies): the child's
-   * first look lets them in again unless it holds them itself. */
-  rc.hold_left = true;
+  /* Its handed chunks may be held (the parent's policies, where the hold is
+   * on): the child's first look lets them in again unless it holds them. */
+  rc.hold_left = tm_option(TM_OPTION_NUMA_BALANCING_HOLD)->num != 0;
   tm_reclaim_stopped();
 }

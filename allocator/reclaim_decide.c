@@ -362,12 +362,13 @@ bool rc_hand_candidate(tm_chunk_t *c, unsigned t, uint64_t res)
  * (the caller's): the rest of tier 0 is no promotion of the kernel's. */
 bool rc_hold_wanted(uint64_t held, uint64_t now)
 {
+  if (!tm_option(TM_OPTION_NUMA_BALANCING_HOLD)->num) return false;
   uint64_t high = tm_budget_get(0, TM_LIMIT_HIGH), max = tm_budget_get(0, TM_LIMIT_MAX);
   uint64_t on = high == TM_BUDGET_UNLIMITED ? TM_BUDGET_UNLIMITED : high + rc_hysteresis(high) / 2;
   uint64_t off = high;
   if (max < on) on = max;
   if (max < off) off = max;
-  if (on == TM_BUDGET_UNLIMITED || !tm_option(TM_OPTION_NUMA_BALANCING_HOLD)->num) return false;
+  if (on == TM_BUDGET_UNLIMITED) return false;
   if (rc.holding) {
     if (held <= off) return false;
     if (now - rc.hold_since <= RC_HOLD_MAX_NS) return true;
